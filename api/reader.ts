@@ -1,0 +1,73 @@
+/**
+ * The reader the agent uses: Service -> effective hint, or the reason it is unusable.
+ *
+ * It re-checks with the same validation the webhook runs, and also requires the mirror
+ * label: the label is written only by defaulting, so a Service without it was not admitted
+ * through flowhint (the agent selects on it, and `flowhint backfill` writes it).
+ */
+import { DEFAULT_THRESHOLD, HINTS, HINT_ANNOTATION, HINT_LABEL, THRESHOLD_ANNOTATION, isTrafficHint, type TrafficHint } from './keys.ts';
+import { Service, serviceKey } from './service.ts';
+import { validateService, type ValidationCode } from './validation.ts';
+
+export interface EffectiveHint {
+  /** `namespace/name`: for logs, metrics and status; hashed before it reaches nft. */
+  readonly key: string;
+  readonly namespace: string;
+  readonly name: string;
+  readonly hint: TrafficHint;
+  /** The Service's own threshold; `undefined` means the agent's `--offload-after-packets`. */
+  readonly offloadAfterPackets: number | undefined;
+  readonly service: Service;
+}
+
+export type UnusableCode = ValidationCode | 'FH_NOT_HINTED' | 'FH_NOT_ADMITTED' | 'FH_NOT_OFFLOADED';
+
+export type ReadResult =
+  | { readonly usable: true; readonly hint: EffectiveHint }
+  | { readonly usable: false; readonly key: string; readonly code: UnusableCode; readonly reason: string };
+
+export function readHint(object: unknown): ReadResult {
+  const parsed = Service.safeParse(object);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    return { usable: false, key: '<unreadable>', code: 'FH_SERVICE_UNREADABLE', reason: `not a readable Service: ${issue?.path.join('.') || '<root>'}: ${issue?.message ?? 'invalid'}` };
+  }
+  const service = parsed.data;
+  const key = serviceKey(service.metadata);
+  const annotations = service.metadata.annotations ?? {};
+  const value = annotations[HINT_ANNOTATION];
+  if (value === undefined) return { usable: false, key, code: 'FH_NOT_HINTED', reason: `no ${HINT_ANNOTATION} annotation` };
+  const { errors } = validateService(service);
+  const first = errors[0];
+  if (first !== undefined) {
+    return { usable: false, key, code: first.code, reason: errors.map((e) => `${e.field}: ${e.message}`).join('; ') };
+  }
+  if (service.metadata.labels?.[HINT_LABEL] === undefined) {
+    return {
+      usable: false,
+      key,
+      code: 'FH_NOT_ADMITTED',
+      reason: `label ${HINT_LABEL} is missing: the Service was not admitted by flowhint's webhook; run \`flowhint backfill\``,
+    };
+  }
+  if (!isTrafficHint(value) || !HINTS[value].offload) {
+    return { usable: false, key, code: 'FH_NOT_OFFLOADED', reason: `hint ${value} does not offload` };
+  }
+  const threshold = annotations[THRESHOLD_ANNOTATION];
+  return {
+    usable: true,
+    hint: {
+      key,
+      namespace: service.metadata.namespace ?? 'default',
+      name: service.metadata.name ?? '',
+      hint: value,
+      offloadAfterPackets: threshold === undefined ? undefined : Number(threshold),
+      service,
+    },
+  };
+}
+
+/** The threshold the agent programs for a hint. */
+export function effectiveThreshold(hint: EffectiveHint, agentDefault: number = DEFAULT_THRESHOLD): number {
+  return hint.offloadAfterPackets ?? agentDefault;
+}

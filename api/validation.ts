@@ -1,0 +1,195 @@
+/**
+ * Validation: which hinted Services may be stored.
+ *
+ * Only canonical values are accepted (defaulting writes them). Each error carries the field
+ * path in the form Kubernetes uses for `details.causes[].field`, a stable code, and a message
+ * that names the key, the value given and what is allowed.
+ *
+ * With the old object (UPDATE), validation ratchets as Kubernetes' own validation does: an
+ * error that the stored object already had, on flowhint fields the update leaves unchanged,
+ * becomes a warning. Installing flowhint into a cluster whose Services already carry a bad
+ * hint then does not block their unrelated updates; the agent still never programs them.
+ */
+import {
+  FIELD,
+  HINTS,
+  HINT_ANNOTATION,
+  HINT_LABEL,
+  HINT_VALUES,
+  THRESHOLD_ANNOTATION,
+  THRESHOLD_MAX,
+  THRESHOLD_MIN,
+  THRESHOLD_PATTERN,
+  canonicalHint,
+  isTrafficHint,
+} from './keys.ts';
+import { Service, isOffloadable, portProtocol, quoteValue, type StringMap } from './service.ts';
+
+/** Kubernetes' `metav1.CauseType` values that flowhint uses. */
+export type CauseType = 'FieldValueNotSupported' | 'FieldValueInvalid' | 'FieldValueForbidden';
+
+export type ValidationCode =
+  | 'FH_SERVICE_UNREADABLE'
+  | 'FH_HINT_UNSUPPORTED'
+  | 'FH_THRESHOLD_INVALID'
+  | 'FH_THRESHOLD_WITHOUT_HINT'
+  | 'FH_NO_VIRTUAL_IP'
+  | 'FH_LABEL_WITHOUT_HINT'
+  | 'FH_LABEL_MISMATCH';
+
+export interface FieldError {
+  readonly field: string;
+  readonly type: CauseType;
+  readonly code: ValidationCode;
+  readonly message: string;
+}
+
+export interface ValidationResult {
+  readonly errors: FieldError[];
+  readonly warnings: string[];
+}
+
+const ALLOWED = HINT_VALUES.map((v) => `"${v}"`).join(', ');
+
+function owned(annotations: StringMap | null | undefined, labels: StringMap | null | undefined) {
+  return {
+    hint: annotations?.[HINT_ANNOTATION],
+    threshold: annotations?.[THRESHOLD_ANNOTATION],
+    label: labels?.[HINT_LABEL],
+  };
+}
+
+function hintErrors(hint: string | undefined, threshold: string | undefined, label: string | undefined): FieldError[] {
+  const errors: FieldError[] = [];
+  if (hint !== undefined && !isTrafficHint(hint)) {
+    const canonical = canonicalHint(hint);
+    errors.push({
+      field: FIELD.hint,
+      type: 'FieldValueNotSupported',
+      code: 'FH_HINT_UNSUPPORTED',
+      message:
+        `${HINT_ANNOTATION}: unsupported value ${quoteValue(hint)}; supported values: ${ALLOWED}` +
+        (canonical ? ` (write "${canonical}": validation accepts only the canonical form)` : ''),
+    });
+  }
+  if (threshold !== undefined) {
+    if (hint === undefined) {
+      errors.push({
+        field: FIELD.threshold,
+        type: 'FieldValueForbidden',
+        code: 'FH_THRESHOLD_WITHOUT_HINT',
+        message: `${THRESHOLD_ANNOTATION} is only meaningful with ${HINT_ANNOTATION}: LongLived; add the hint or remove the threshold`,
+      });
+    } else if (isTrafficHint(hint) && !HINTS[hint].acceptsThreshold) {
+      errors.push({
+        field: FIELD.threshold,
+        type: 'FieldValueForbidden',
+        code: 'FH_THRESHOLD_WITHOUT_HINT',
+        message: `${THRESHOLD_ANNOTATION} is not meaningful with ${HINT_ANNOTATION}: ${hint}; remove the threshold`,
+      });
+    }
+    if (!THRESHOLD_PATTERN.test(threshold) || Number(threshold) > THRESHOLD_MAX) {
+      errors.push({
+        field: FIELD.threshold,
+        type: 'FieldValueInvalid',
+        code: 'FH_THRESHOLD_INVALID',
+        message: `${THRESHOLD_ANNOTATION}: invalid value ${quoteValue(threshold)}; must be a decimal integer from ${THRESHOLD_MIN} to ${THRESHOLD_MAX}, e.g. "1000"`,
+      });
+    }
+  }
+  if (label !== undefined) {
+    if (hint === undefined) {
+      errors.push({
+        field: FIELD.label,
+        type: 'FieldValueForbidden',
+        code: 'FH_LABEL_WITHOUT_HINT',
+        message: `label ${HINT_LABEL} is written by flowhint from the ${HINT_ANNOTATION} annotation; set the annotation instead of the label`,
+      });
+    } else if (label !== hint) {
+      errors.push({
+        field: FIELD.label,
+        type: 'FieldValueInvalid',
+        code: 'FH_LABEL_MISMATCH',
+        message: `label ${HINT_LABEL} ${quoteValue(label)} must equal the ${HINT_ANNOTATION} annotation ${quoteValue(hint)}; remove the label, flowhint writes it`,
+      });
+    }
+  }
+  return errors;
+}
+
+function applicability(service: Service): { errors: FieldError[]; warnings: string[] } {
+  const errors: FieldError[] = [];
+  const warnings: string[] = [];
+  const spec = service.spec ?? {};
+  if (spec.type === 'ExternalName') {
+    errors.push({
+      field: FIELD.type,
+      type: 'FieldValueForbidden',
+      code: 'FH_NO_VIRTUAL_IP',
+      message: `${HINT_ANNOTATION} cannot apply to type ExternalName: there is no virtual IP to accelerate; remove the hint`,
+    });
+  } else if (spec.clusterIP === 'None') {
+    errors.push({
+      field: FIELD.clusterIP,
+      type: 'FieldValueForbidden',
+      code: 'FH_NO_VIRTUAL_IP',
+      message: `${HINT_ANNOTATION} cannot apply to a headless Service (clusterIP: None): there is no virtual IP to accelerate; remove the hint`,
+    });
+  }
+  const ports = spec.ports ?? [];
+  const sctp = ports.filter((p) => portProtocol(p) === 'SCTP').map((p) => p.port);
+  if (sctp.length > 0) {
+    warnings.push(`flowhint: SCTP port(s) ${sctp.slice(0, 5).join(',')} are not offloaded; flowtables handle only TCP and UDP`);
+  }
+  if (errors.length === 0 && !ports.some((p) => isOffloadable(portProtocol(p)))) {
+    warnings.push('flowhint: the Service has no TCP or UDP port, so nothing of it will be offloaded');
+  }
+  return { errors, warnings };
+}
+
+function validateOne(object: unknown): ValidationResult {
+  const parsed = Service.safeParse(object);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const path = issue?.path.join('.') || '<root>';
+    return {
+      errors: [{ field: path, type: 'FieldValueInvalid', code: 'FH_SERVICE_UNREADABLE', message: `cannot read the Service at ${path}: ${issue?.message ?? 'invalid'}` }],
+      warnings: [],
+    };
+  }
+  const meta = parsed.data.metadata;
+  const { hint, threshold, label } = owned(meta.annotations, meta.labels);
+  if (hint === undefined && threshold === undefined && label === undefined) return { errors: [], warnings: [] };
+  const errors = hintErrors(hint, threshold, label);
+  const warnings: string[] = [];
+  if (hint !== undefined) {
+    const more = applicability(parsed.data);
+    errors.push(...more.errors);
+    warnings.push(...more.warnings);
+  }
+  return { errors, warnings };
+}
+
+function ownedOf(object: unknown) {
+  const parsed = Service.safeParse(object);
+  return parsed.success ? owned(parsed.data.metadata.annotations, parsed.data.metadata.labels) : undefined;
+}
+
+/** Validate a Service, optionally against the stored object it replaces (UPDATE). */
+export function validateService(object: unknown, oldObject?: unknown): ValidationResult {
+  const result = validateOne(object);
+  if (oldObject === undefined || oldObject === null || result.errors.length === 0) return result;
+  const now = ownedOf(object);
+  const before = ownedOf(oldObject);
+  const unchanged =
+    now !== undefined && before !== undefined && now.hint === before.hint && now.threshold === before.threshold && now.label === before.label;
+  if (!unchanged) return result;
+  const oldCodes = new Set(validateOne(oldObject).errors.map((e) => `${e.field}|${e.code}`));
+  const errors: FieldError[] = [];
+  const warnings = [...result.warnings];
+  for (const e of result.errors) {
+    if (oldCodes.has(`${e.field}|${e.code}`)) warnings.push(`flowhint: existing invalid hint kept and not offloaded (${e.code}); fix it`);
+    else errors.push(e);
+  }
+  return { errors, warnings };
+}

@@ -1,0 +1,120 @@
+import t from 'tap';
+import fjp from 'fast-json-patch';
+import { applyDefaults, canonicalThreshold, validateService } from '../../api/index.ts';
+import { HINT, THRESHOLD, completeService, placeholderService } from '../helpers/services.ts';
+
+const base = { 'example.com/owner': 'team-a' };
+
+function defaulted(input: unknown) {
+  const r = applyDefaults(input);
+  if (r.kind !== 'defaulted') throw new Error(`expected defaulted, got ${r.reason}`);
+  return r;
+}
+
+t.test('canonical forms (table)', async (t) => {
+  const cases: Array<[string, Record<string, string> | undefined, Record<string, string> | undefined, Record<string, string> | undefined, Record<string, string> | undefined]> = [
+    // name, annotations in, labels in, annotations out, labels out
+    ['canonical value gets the mirror label', { [HINT]: 'LongLived' }, {}, { [HINT]: 'LongLived' }, { [HINT]: 'LongLived' }],
+    ['lower case + whitespace', { [HINT]: ' longlived ' }, {}, { [HINT]: 'LongLived' }, { [HINT]: 'LongLived' }],
+    ['upper case', { [HINT]: 'LONGLIVED' }, {}, { [HINT]: 'LongLived' }, { [HINT]: 'LongLived' }],
+    ['tabs and newline', { [HINT]: '\tLongLived\n' }, {}, { [HINT]: 'LongLived' }, { [HINT]: 'LongLived' }],
+    ['threshold trimmed', { [HINT]: 'LongLived', [THRESHOLD]: ' 1000 ' }, {}, { [HINT]: 'LongLived', [THRESHOLD]: '1000' }, { [HINT]: 'LongLived' }],
+    ['threshold leading zeros', { [HINT]: 'LongLived', [THRESHOLD]: '0042' }, {}, { [HINT]: 'LongLived', [THRESHOLD]: '42' }, { [HINT]: 'LongLived' }],
+    ['threshold zero stays', { [HINT]: 'LongLived', [THRESHOLD]: '000' }, {}, { [HINT]: 'LongLived', [THRESHOLD]: '0' }, { [HINT]: 'LongLived' }],
+    ['non-numeric threshold only trimmed', { [HINT]: 'LongLived', [THRESHOLD]: ' ten ' }, {}, { [HINT]: 'LongLived', [THRESHOLD]: 'ten' }, { [HINT]: 'LongLived' }],
+    ['unknown hint left for validation, label untouched', { [HINT]: 'Bogus' }, {}, { [HINT]: 'Bogus' }, {}],
+    ['hint removed: label removed', {}, { [HINT]: 'LongLived' }, {}, {}],
+    ['stale label corrected', { [HINT]: 'LongLived' }, { [HINT]: 'Other' }, { [HINT]: 'LongLived' }, { [HINT]: 'LongLived' }],
+    ['unhinted: nothing', {}, {}, {}, {}],
+  ];
+  for (const [name, annIn, labIn, annOut, labOut] of cases) {
+    const svc = completeService({ annotations: { ...base, ...annIn }, labels: { app: 'web', ...labIn } });
+    const r = defaulted(svc);
+    t.same(r.object.metadata, { ...svc.metadata, annotations: { ...base, ...annOut }, labels: { app: 'web', ...labOut } }, name);
+    // The patch applies cleanly to the input and yields exactly the defaulted object.
+    const applied = fjp.applyPatch(structuredClone(svc), r.patch, true, false).newDocument;
+    t.same(applied, r.object, `${name}: patch round trip`);
+  }
+});
+
+t.test('no change means no patch and the same object', async (t) => {
+  const svc = completeService({ annotations: { [HINT]: 'LongLived' }, labels: { [HINT]: 'LongLived' } });
+  const r = defaulted(svc);
+  t.same(r.patch, []);
+  t.equal(r.object, svc);
+});
+
+t.test('defaulting warns once about normalisation', async (t) => {
+  const r = defaulted(completeService({ annotations: { [HINT]: ' longlived' } }));
+  t.equal(r.warnings.length, 1);
+  t.match(r.warnings[0], /defaulted to "LongLived"/);
+});
+
+t.test('absent maps: the whole map is added', async (t) => {
+  const svc = completeService({ annotations: { [HINT]: 'longlived' }, labels: undefined });
+  const r = defaulted(svc);
+  t.same(r.patch, [
+    { op: 'replace', path: '/metadata/annotations/flowhint.dev~1traffic-hint', value: 'LongLived' },
+    { op: 'add', path: '/metadata/labels', value: { [HINT]: 'LongLived' } },
+  ]);
+  const noAnnotations = completeService({ annotations: undefined, labels: undefined });
+  t.same(defaulted(noAnnotations).patch, [], 'no annotations map at all: nothing to do');
+  const nullLabels = completeService({ annotations: { [HINT]: 'LongLived' } });
+  nullLabels.metadata.labels = null;
+  const n = defaulted(nullLabels);
+  t.same(fjp.applyPatch(structuredClone(nullLabels), n.patch).newDocument.metadata.labels, { [HINT]: 'LongLived' });
+});
+
+t.test('keys needing ~0 and ~1 stay escaped correctly', async (t) => {
+  const svc = completeService({
+    annotations: { 'a~b/c': 'x', [HINT]: 'LONGLIVED' },
+    labels: { 'weird~key/with/slashes': 'y', [HINT]: 'stale' },
+  });
+  const r = defaulted(svc);
+  for (const op of r.patch) t.match(op.path, /^\/metadata\/(annotations|labels)\/flowhint\.dev~1traffic-hint$/);
+  const applied = fjp.applyPatch(structuredClone(svc), r.patch, true, false).newDocument;
+  t.same(applied.metadata.annotations, { 'a~b/c': 'x', [HINT]: 'LongLived' });
+  t.same(applied.metadata.labels, { 'weird~key/with/slashes': 'y', [HINT]: 'LongLived' });
+});
+
+t.test('every field it does not own is untouched (placeholder fixture)', async (t) => {
+  const svc = placeholderService();
+  svc.metadata.annotations[HINT] = ' LongLived ';
+  const before = JSON.stringify(svc);
+  const r = defaulted(svc);
+  t.equal(JSON.stringify(svc), before, 'input not mutated');
+  for (const op of r.patch) t.match(op.path, /^\/metadata\/(annotations|labels)\//);
+  const { metadata: a, ...restA } = r.object;
+  const { metadata: b, ...restB } = svc;
+  t.equal(JSON.stringify(restA), JSON.stringify(restB), 'spec and status byte for byte');
+  const { annotations: _a1, labels: _l1, ...metaA } = a as Record<string, unknown>;
+  const { annotations: _a2, labels: _l2, ...metaB } = b;
+  t.same(metaA, metaB);
+});
+
+t.test('maps that are not string maps are skipped, never thrown on', async (t) => {
+  for (const bad of [null, 42, 'x', [], {}, { metadata: null }, { metadata: { annotations: { [HINT]: 7 } } }, { metadata: { labels: [1] } }]) {
+    const r = applyDefaults(bad);
+    t.equal(r.kind, 'skipped', JSON.stringify(bad));
+  }
+});
+
+t.test('defaulting then validation round trip accepts every defaultable input', async (t) => {
+  for (const v of ['LongLived', 'longlived', ' LONGLIVED\t']) {
+    for (const threshold of [undefined, ' 0 ', '1000000', '007']) {
+      const ann: Record<string, string> = { [HINT]: v };
+      if (threshold !== undefined) ann[THRESHOLD] = threshold;
+      const svc = completeService({ annotations: ann, labels: { app: 'x', [HINT]: 'spoof' } });
+      const r = defaulted(svc);
+      const result = fjp.applyPatch(structuredClone(svc), r.patch).newDocument;
+      t.same(validateService(result).errors, [], `${JSON.stringify(v)} ${JSON.stringify(threshold)}`);
+    }
+  }
+});
+
+t.test('canonicalThreshold', async (t) => {
+  t.equal(canonicalThreshold(' 12 '), '12');
+  t.equal(canonicalThreshold('0000'), '0');
+  t.equal(canonicalThreshold('-5'), '-5');
+  t.equal(canonicalThreshold('1e3'), '1e3');
+});

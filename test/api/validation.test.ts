@@ -1,0 +1,91 @@
+import t from 'tap';
+import { HINT_VALUES, validateService } from '../../api/index.ts';
+import { HINT, THRESHOLD, completeService, hinted } from '../helpers/services.ts';
+
+t.test('valid hinted and unhinted Services', async (t) => {
+  t.same(validateService(hinted()), { errors: [], warnings: [] }, 'hint + mirror label');
+  t.same(validateService(hinted('LongLived', { [THRESHOLD]: '0' })).errors, [], 'threshold 0');
+  t.same(validateService(hinted('LongLived', { [THRESHOLD]: '1000000' })).errors, [], 'threshold max');
+  t.same(validateService(completeService()), { errors: [], warnings: [] }, 'unhinted');
+  t.same(validateService(completeService({ annotations: undefined, labels: undefined })).errors, [], 'no maps');
+});
+
+t.test('every invalid value, with field, code and message (table)', async (t) => {
+  const cases: Array<{ name: string; svc: Record<string, any>; field: string; code: string; message: RegExp }> = [
+    { name: 'unknown value', svc: hinted('Bogus', {}, 'Bogus'), field: `metadata.annotations[${HINT}]`, code: 'FH_HINT_UNSUPPORTED', message: /flowhint\.dev\/traffic-hint: unsupported value "Bogus"; supported values: "LongLived"$/ },
+    { name: 'empty value', svc: hinted('', {}, null), field: `metadata.annotations[${HINT}]`, code: 'FH_HINT_UNSUPPORTED', message: /unsupported value ""/ },
+    { name: 'non-canonical case', svc: hinted('longlived', {}, 'longlived'), field: `metadata.annotations[${HINT}]`, code: 'FH_HINT_UNSUPPORTED', message: /write "LongLived"/ },
+    { name: 'threshold negative', svc: hinted('LongLived', { [THRESHOLD]: '-1' }), field: `metadata.annotations[${THRESHOLD}]`, code: 'FH_THRESHOLD_INVALID', message: /invalid value "-1"; must be a decimal integer from 0 to 1000000/ },
+    { name: 'threshold too big', svc: hinted('LongLived', { [THRESHOLD]: '1000001' }), field: `metadata.annotations[${THRESHOLD}]`, code: 'FH_THRESHOLD_INVALID', message: /"1000001"/ },
+    { name: 'threshold huge', svc: hinted('LongLived', { [THRESHOLD]: '99999999999999999999' }), field: `metadata.annotations[${THRESHOLD}]`, code: 'FH_THRESHOLD_INVALID', message: /must be a decimal integer/ },
+    { name: 'threshold float', svc: hinted('LongLived', { [THRESHOLD]: '1.5' }), field: `metadata.annotations[${THRESHOLD}]`, code: 'FH_THRESHOLD_INVALID', message: /"1\.5"/ },
+    { name: 'threshold exponent', svc: hinted('LongLived', { [THRESHOLD]: '1e3' }), field: `metadata.annotations[${THRESHOLD}]`, code: 'FH_THRESHOLD_INVALID', message: /"1e3"/ },
+    { name: 'threshold hex', svc: hinted('LongLived', { [THRESHOLD]: '0x10' }), field: `metadata.annotations[${THRESHOLD}]`, code: 'FH_THRESHOLD_INVALID', message: /"0x10"/ },
+    { name: 'threshold untrimmed', svc: hinted('LongLived', { [THRESHOLD]: ' 5' }), field: `metadata.annotations[${THRESHOLD}]`, code: 'FH_THRESHOLD_INVALID', message: /" 5"/ },
+    { name: 'threshold leading zero', svc: hinted('LongLived', { [THRESHOLD]: '05' }), field: `metadata.annotations[${THRESHOLD}]`, code: 'FH_THRESHOLD_INVALID', message: /"05"/ },
+    { name: 'threshold empty', svc: hinted('LongLived', { [THRESHOLD]: '' }), field: `metadata.annotations[${THRESHOLD}]`, code: 'FH_THRESHOLD_INVALID', message: /""/ },
+    { name: 'threshold without hint', svc: completeService({ annotations: { [THRESHOLD]: '10' } }), field: `metadata.annotations[${THRESHOLD}]`, code: 'FH_THRESHOLD_WITHOUT_HINT', message: /only meaningful with flowhint\.dev\/traffic-hint: LongLived/ },
+    { name: 'label spoofed without hint', svc: completeService({ labels: { [HINT]: 'LongLived' } }), field: `metadata.labels[${HINT}]`, code: 'FH_LABEL_WITHOUT_HINT', message: /set the annotation instead of the label/ },
+    { name: 'label differs', svc: hinted('LongLived', {}, 'Other'), field: `metadata.labels[${HINT}]`, code: 'FH_LABEL_MISMATCH', message: /"Other" must equal/ },
+    { name: 'ExternalName', svc: { ...hinted(), spec: { type: 'ExternalName', externalName: 'db.example.com' } }, field: 'spec.type', code: 'FH_NO_VIRTUAL_IP', message: /ExternalName: there is no virtual IP to accelerate/ },
+    { name: 'headless', svc: { ...hinted(), spec: { type: 'ClusterIP', clusterIP: 'None', ports: [{ port: 80 }] } }, field: 'spec.clusterIP', code: 'FH_NO_VIRTUAL_IP', message: /headless Service \(clusterIP: None\)/ },
+    { name: 'unreadable spec', svc: { ...hinted(), spec: { ports: [{ port: 'eighty' }] } }, field: 'spec.ports.0.port', code: 'FH_SERVICE_UNREADABLE', message: /cannot read the Service at spec\.ports\.0\.port/ },
+  ];
+  for (const c of cases) {
+    const { errors } = validateService(c.svc);
+    t.equal(errors.length, 1, `${c.name}: one error (${JSON.stringify(errors)})`);
+    t.equal(errors[0]?.field, c.field, `${c.name}: field`);
+    t.equal(errors[0]?.code, c.code, `${c.name}: code`);
+    t.match(errors[0]?.message, c.message, `${c.name}: message`);
+  }
+});
+
+t.test('several errors are all reported', async (t) => {
+  const svc = hinted('Bogus', { [THRESHOLD]: 'x' }, 'Other');
+  t.same(validateService(svc).errors.map((e) => e.code), ['FH_HINT_UNSUPPORTED', 'FH_THRESHOLD_INVALID', 'FH_LABEL_MISMATCH']);
+});
+
+t.test('hostile values are quoted, escaped and bounded in messages', async (t) => {
+  const svc = hinted('x"\n\u0000\u2028' + 'A'.repeat(5000), {}, null);
+  const [e] = validateService(svc).errors;
+  t.ok(e);
+  t.notMatch(e!.message, /[\n\u0000\u2028]/);
+  t.ok(e!.message.length < 300, `message bounded: ${e!.message.length}`);
+});
+
+t.test('warnings: SCTP and no TCP/UDP port', async (t) => {
+  const sctp = hinted();
+  sctp.spec.ports = [{ port: 80, protocol: 'TCP' }, { port: 9999, protocol: 'SCTP' }];
+  const r = validateService(sctp);
+  t.same(r.errors, []);
+  t.equal(r.warnings.length, 1);
+  t.match(r.warnings[0], /SCTP port\(s\) 9999 are not offloaded/);
+  const onlySctp = hinted();
+  onlySctp.spec.ports = [{ port: 9999, protocol: 'SCTP' }];
+  t.equal(validateService(onlySctp).warnings.length, 2);
+  const noPorts = hinted();
+  delete noPorts.spec.ports;
+  t.match(validateService(noPorts).warnings, [/no TCP or UDP port/]);
+  const defaultProtocol = hinted();
+  defaultProtocol.spec.ports = [{ port: 53 }];
+  t.same(validateService(defaultProtocol).warnings, [], 'absent protocol means TCP');
+  for (const w of [...r.warnings, ...validateService(onlySctp).warnings]) t.ok(w.length <= 120, `≤120: ${w}`);
+});
+
+t.test('UPDATE ratchets errors the stored object already had, on unchanged hint fields', async (t) => {
+  const old = hinted('Bogus', {}, null);
+  const updated = structuredClone(old);
+  updated.spec.selector = { app: 'web-v2' };
+  const r = validateService(updated, old);
+  t.same(r.errors, [], 'unrelated update of a pre-existing bad hint is allowed');
+  t.match(r.warnings, [/existing invalid hint kept and not offloaded \(FH_HINT_UNSUPPORTED\)/]);
+  const changed = hinted('Bogus2', {}, null);
+  t.equal(validateService(changed, old).errors.length, 1, 'changing the hint to another bad value is rejected');
+  t.equal(validateService(old, hinted()).errors.length, 1, 'making a good hint bad is rejected');
+  const ext = { ...hinted(), spec: { type: 'ExternalName', externalName: 'x.example' } };
+  t.equal(validateService(ext, hinted()).errors.length, 1, 'turning a hinted Service into ExternalName is rejected');
+});
+
+t.test('the value set is the extensible enum', async (t) => {
+  t.same([...HINT_VALUES], ['LongLived']);
+});

@@ -1,0 +1,49 @@
+#!/usr/bin/env node
+/**
+ * flowhint: per-Service flowtable offload for Kubernetes.
+ * Subcommands load their module on demand, so `flowhint certs` never loads the agent.
+ */
+import { FlowhintError } from '../lib/errors.ts';
+
+type Command = (argv: string[]) => Promise<number>;
+
+const COMMANDS: Record<string, { summary: string; load: () => Promise<Command> }> = {
+  webhook: { summary: 'serve the mutating and validating admission webhook over HTTPS', load: async () => (await import('../webhook/cli.ts')).webhookCommand },
+  certs: { summary: 'generate a CA and a webhook serving certificate; print the caBundle', load: async () => (await import('../certs/cli.ts')).certsCommand },
+};
+
+function usage(): string {
+  const lines = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`);
+  return `usage: flowhint <command> [flags]\n\ncommands:\n${lines.join('\n')}\n\nRun \`flowhint <command> --help\` for a command's flags.\n`;
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    process.stdout.write(usage());
+    return name === undefined ? 2 : 0;
+  }
+  const command = COMMANDS[name];
+  if (!command) {
+    process.stderr.write(`flowhint: unknown command ${JSON.stringify(name)}\n${usage()}`);
+    return 2;
+  }
+  return (await command.load())(rest);
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err: unknown) => {
+    if (err instanceof FlowhintError && err.code === 'FH_HELP') {
+      process.exitCode = 0;
+    } else if (err instanceof FlowhintError) {
+      process.stderr.write(`flowhint: ${err.code}: ${err.message}\n`);
+      process.exitCode = err.code === 'FH_USAGE' ? 2 : 1;
+    } else {
+      process.stderr.write(`flowhint: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+      process.exitCode = 1;
+    }
+  },
+);

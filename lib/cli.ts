@@ -1,0 +1,49 @@
+/**
+ * CLI flag parsing: node:util parseArgs for the syntax, zod for the values, so every flag
+ * is checked at the edge and a bad one exits 2 with a message naming it.
+ */
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import type { z } from 'zod';
+import { FlowhintError } from './errors.ts';
+
+export class UsageError extends FlowhintError {
+  constructor(message: string) {
+    super('FH_USAGE', message);
+  }
+}
+
+/** Thrown after printing a command's usage for --help; the CLI exits 0. */
+export class HelpShown extends FlowhintError {
+  constructor() {
+    super('FH_HELP', 'help shown');
+  }
+}
+
+export function parseFlags<S extends z.ZodType>(
+  argv: string[],
+  options: NonNullable<ParseArgsConfig['options']>,
+  schema: S,
+  usage: string,
+): z.infer<S> {
+  if (argv.includes('--help') || argv.includes('-h')) {
+    process.stdout.write(`${usage}\n`);
+    throw new HelpShown();
+  }
+  let values: Record<string, unknown>;
+  try {
+    ({ values } = parseArgs({ args: argv, options, strict: true, allowPositionals: false }));
+  } catch (err) {
+    throw new UsageError(`${(err as Error).message}\n${usage}`);
+  }
+  const parsed = schema.safeParse(values);
+  if (!parsed.success) {
+    const msg = parsed.error.issues.map((i) => `--${i.path.join('.')}: ${i.message}`).join('; ');
+    throw new UsageError(`${msg}\n${usage}`);
+  }
+  return parsed.data;
+}
+
+/** A decimal port 0-65535 given as a flag string. */
+export function portFlag(z_: typeof z, fallback: number) {
+  return z_.coerce.number().int().min(0).max(65535).default(fallback);
+}

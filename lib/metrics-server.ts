@@ -1,0 +1,32 @@
+/**
+ * The plain-HTTP metrics (and probe) endpoint shared by webhook and agent. It is a separate
+ * listener from the webhook's HTTPS port, so scraping never competes with admission and
+ * needs no client certificate.
+ */
+import Fastify, { type FastifyInstance } from 'fastify';
+import type { Registry } from 'prom-client';
+
+export interface ProbeServerOptions {
+  registry: Registry;
+  host: string;
+  port: number;
+  /** Extra probe routes, e.g. the agent's /healthz and /readyz. */
+  probes?: Record<string, () => { ok: boolean; detail?: unknown }>;
+}
+
+export async function startMetricsServer(o: ProbeServerOptions): Promise<FastifyInstance> {
+  const app = Fastify({ logger: false });
+  app.get('/metrics', async (_req, reply) => {
+    reply.header('content-type', o.registry.contentType);
+    return o.registry.metrics();
+  });
+  for (const [path, probe] of Object.entries(o.probes ?? {})) {
+    app.get(path, async (_req, reply) => {
+      const r = probe();
+      reply.code(r.ok ? 200 : 503);
+      return { ok: r.ok, ...(r.detail === undefined ? {} : { detail: r.detail }) };
+    });
+  }
+  await app.listen({ host: o.host, port: o.port });
+  return app;
+}

@@ -1,0 +1,43 @@
+/** The webhook's Prometheus metrics, all prefixed `flowhint_webhook_`. */
+import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export interface WebhookMetrics {
+  registry: Registry;
+  requests: Counter<'webhook' | 'operation' | 'allowed'>;
+  latency: Histogram<'webhook'>;
+  certReloads: Counter<'result'>;
+  badRequests: Counter<'code'>;
+}
+
+export function createWebhookMetrics(options: { defaultMetrics?: boolean } = {}): WebhookMetrics {
+  const registry = new Registry();
+  if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });
+  return {
+    registry,
+    requests: new Counter({
+      name: 'flowhint_webhook_requests_total',
+      help: 'Admission requests answered, by webhook (mutate/validate), operation and whether allowed.',
+      labelNames: ['webhook', 'operation', 'allowed'],
+      registers: [registry],
+    }),
+    latency: new Histogram({
+      name: 'flowhint_webhook_latency_seconds',
+      help: 'Time from request received to response sent.',
+      labelNames: ['webhook'],
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+      registers: [registry],
+    }),
+    certReloads: new Counter({
+      name: 'flowhint_webhook_cert_reloads_total',
+      help: 'Serving certificate reloads, by result (ok: swapped in; error: kept the previous one).',
+      labelNames: ['result'],
+      registers: [registry],
+    }),
+    badRequests: new Counter({
+      name: 'flowhint_webhook_bad_requests_total',
+      help: 'Requests answered with a 4xx error instead of an AdmissionReview, by error code.',
+      labelNames: ['code'],
+      registers: [registry],
+    }),
+  };
+}

@@ -1,0 +1,73 @@
+/**
+ * The webhook process: HTTPS admission server with certificate rotation, plus the plain-HTTP
+ * metrics listener. `flowhint webhook` and `npm start` both call startWebhook.
+ */
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import { buildApp } from './app.ts';
+import { createWebhookMetrics } from './metrics.ts';
+import { CertReloader, loadTlsMaterial } from './tls.ts';
+import { startMetricsServer } from '../lib/metrics-server.ts';
+
+export interface WebhookServerOptions {
+  certFile: string;
+  keyFile: string;
+  host: string;
+  port: number;
+  /** 0 picks a free port; `undefined` starts no metrics listener. */
+  metricsPort?: number;
+  metricsHost?: string;
+  logger: Logger;
+  certPollMs?: number;
+}
+
+export interface RunningWebhook {
+  app: FastifyInstance;
+  url: string;
+  metricsUrl: string | undefined;
+  reloader: CertReloader;
+  close(): Promise<void>;
+}
+
+function address(app: FastifyInstance, scheme: string): string {
+  const a = app.server.address();
+  if (a === null || typeof a === 'string') throw new Error('server is not listening on TCP');
+  const host = a.family === 'IPv6' ? `[${a.address}]` : a.address;
+  return `${scheme}://${host}:${a.port}`;
+}
+
+export async function startWebhook(o: WebhookServerOptions): Promise<RunningWebhook> {
+  const material = await loadTlsMaterial(o.certFile, o.keyFile);
+  const metrics = createWebhookMetrics();
+  let ready = false;
+  const app = buildApp({ tls: material, logger: o.logger, metrics, isReady: () => ready });
+  const reloader = new CertReloader({
+    certFile: o.certFile,
+    keyFile: o.keyFile,
+    logger: o.logger,
+    ...(o.certPollMs === undefined ? {} : { pollMs: o.certPollMs }),
+    apply: (m) => (app.server as import('node:https').Server).setSecureContext({ cert: m.cert, key: m.key, minVersion: 'TLSv1.2' }),
+    onResult: (result) => metrics.certReloads.inc({ result }),
+  });
+  reloader.seed(material);
+  await app.listen({ host: o.host, port: o.port });
+  ready = true;
+  reloader.start();
+  const metricsApp =
+    o.metricsPort === undefined
+      ? undefined
+      : await startMetricsServer({ registry: metrics.registry, host: o.metricsHost ?? o.host, port: o.metricsPort });
+  const url = address(app, 'https');
+  o.logger.info({ url, metrics: metricsApp ? address(metricsApp, 'http') : null }, 'webhook listening');
+  return {
+    app,
+    url,
+    metricsUrl: metricsApp ? address(metricsApp, 'http') : undefined,
+    reloader,
+    async close() {
+      ready = false;
+      reloader.stop();
+      await Promise.all([app.close(), metricsApp?.close()]);
+    },
+  };
+}

@@ -9,6 +9,9 @@ type Command = (argv: string[]) => Promise<number>;
 
 const COMMANDS: Record<string, { summary: string; load: () => Promise<Command> }> = {
   webhook: { summary: 'serve the mutating and validating admission webhook over HTTPS', load: async () => (await import('../webhook/cli.ts')).webhookCommand },
+  agent: { summary: 'program flowtable offload for hinted Services on this node', load: async () => (await import('../agent/cli.ts')).agentCommand },
+  status: { summary: "show the agent's node mode, devices, programmed Services and offloaded connections", load: async () => (await import('../agent/cli.ts')).statusCommand },
+  cleanup: { summary: 'delete the table inet flowhint', load: async () => (await import('../agent/cli.ts')).cleanupCommand },
   certs: { summary: 'generate a CA and a webhook serving certificate; print the caBundle', load: async () => (await import('../certs/cli.ts')).certsCommand },
 };
 

@@ -1,0 +1,421 @@
+/**
+ * The node agent's controller: sources in, one nft transaction at a time out.
+ *
+ * - Every Service from a source is re-checked with the api/ reader; an unusable one is not
+ *   programmed, is warned about once (per reason), and is counted.
+ * - The first sync, any sync after a failure, a kernel upgrade and the periodic resync are
+ *   *full*: read the table back, then one atomic transaction that makes it exactly the
+ *   desired state (renderFull). Others are *partial*: only the chains, elements and
+ *   counters of the Services that changed (diff + renderDelta). Bursts are batched by a
+ *   short rate limit.
+ * - A failed transaction leaves the previous ruleset intact (nft transactions are atomic);
+ *   it is retried with backoff, and the retry is full. A transaction that failed because a
+ *   device vanished is retried once at once after re-listing devices.
+ * - Restart is idempotent: the flowtable is only touched to add or remove devices, so
+ *   connections already offloaded stay offloaded.
+ */
+import type { Logger } from 'pino';
+import { readHint } from '../api/index.ts';
+import { errorMessage } from '../lib/errors.ts';
+import type { Runner } from '../lib/exec.ts';
+import type { Address } from './address.ts';
+import { addressKey } from './address.ts';
+import { countByService, readOffloaded } from './conntrack.ts';
+import { diff, emptyState, isEmptyDelta, serviceEntry, withNodeAddresses, withServices, allAddressKeys, rulesFor, type DesiredState, type ServiceEntry } from './desired.ts';
+import { listLinks, listNodeAddresses, selectDevices, type DeviceFilter } from './devices.ts';
+import type { AgentMetrics } from './metrics.ts';
+import { NftError, type Nft, type ReadTable } from './nft.ts';
+import { ensureConntrackAccounting, probeFlowtable, type AcctResult } from './probe.ts';
+import { BASE_CHAIN, FAMILY, MAP, TABLE, addressChain, counterName, deviceLines, renderDeleteTable, renderDelta, renderFull, type RenderOptions } from './render.ts';
+import type { Source, SourceEvent } from './sources/source.ts';
+import { servicesStatus, writeStatus, type StatusDoc } from './status.ts';
+
+export interface AgentOptions {
+  run: Runner;
+  nft: Nft;
+  source: Source;
+  logger: Logger;
+  metrics: AgentMetrics;
+  defaultThreshold: number;
+  devices: DeviceFilter;
+  /** Fixed node addresses for NodePorts; default: this node's global addresses. */
+  nodeAddresses?: Address[] | undefined;
+  /** The flowtable `counter` flag. */
+  counter: boolean;
+  stateDir?: string | undefined;
+  resyncMs?: number;
+  minSyncIntervalMs?: number;
+  devicePollMs?: number;
+  reprobeMs?: number;
+  conntrackPollMs?: number;
+  backoff?: { initialMs: number; maxMs: number };
+}
+
+export type SyncKind = 'full' | 'partial' | 'devices';
+
+export interface SyncResult {
+  kind: SyncKind;
+  ok: boolean;
+  durationMs: number;
+  error?: string;
+  /** Full syncs: whether the table differed from the desired state before. */
+  drift?: boolean;
+}
+
+export class Agent {
+  private readonly o: AgentOptions;
+  private readonly log: Logger;
+  private desired: DesiredState = emptyState();
+  private applied: DesiredState | undefined;
+  private appliedDevices: string[] = [];
+  private dirty = new Set<string>();
+  private needFull = true;
+  private supported = false;
+  private probeDetail = '';
+  private acct: AcctResult = { enabled: false, detail: 'not checked yet' };
+  private invalid = new Map<string, { code: string; reason: string }>();
+  private warned = new Set<string>();
+  private keyToId = new Map<string, string>();
+  private timers: NodeJS.Timeout[] = [];
+  private syncTimer: NodeJS.Timeout | undefined;
+  private inflight: Promise<void> = Promise.resolve();
+  private lastSyncAt = 0;
+  private failures = 0;
+  private stopped = false;
+  /** Syncs are scheduled only once the loops run; `--once` calls sync() itself. */
+  private running = false;
+  private statusWrites: Promise<void> = Promise.resolve();
+  private syncedOnce: Promise<void>;
+  private resolveSynced!: () => void;
+  lastSync: SyncResult | undefined;
+  lastSyncTime: string | undefined;
+
+  constructor(o: AgentOptions) {
+    this.o = o;
+    this.log = o.logger;
+    this.syncedOnce = new Promise((r) => (this.resolveSynced = r));
+  }
+
+  get flowtableSupported(): boolean {
+    return this.supported;
+  }
+
+  get state(): DesiredState {
+    return this.desired;
+  }
+
+  /** Probe, read devices and addresses, start the source; resolves when it has synced. */
+  async prepare(): Promise<void> {
+    await this.probe();
+    this.acct = await ensureConntrackAccounting(this.o.run);
+    this.reportAcct();
+    this.desired = withNodeAddresses(this.desired, this.o.nodeAddresses ?? (await listNodeAddresses(this.o.run)));
+    this.appliedDevices = [];
+    await this.o.source.start({
+      events: (events) => this.onEvents(events),
+      synced: () => this.resolveSynced(),
+    });
+    await this.syncedOnce;
+  }
+
+  /** Run: periodic resync, device and address polling, re-probe, conntrack metrics. */
+  startLoops(): void {
+    this.running = true;
+    const every = (ms: number, fn: () => Promise<void>) => {
+      const t = setInterval(() => void fn().catch((err) => this.log.error({ err: errorMessage(err) }, 'periodic task failed')), ms);
+      this.timers.push(t);
+    };
+    every(this.o.resyncMs ?? 3_600_000, async () => {
+      this.needFull = true;
+      this.schedule();
+    });
+    every(this.o.devicePollMs ?? 2_000, () => this.pollHost());
+    every(this.o.reprobeMs ?? 60_000, async () => {
+      if (!this.supported) await this.probe();
+    });
+    every(this.o.conntrackPollMs ?? 15_000, async () => {
+      await this.refreshOffloadMetrics();
+    });
+    this.schedule();
+  }
+
+  async stop(options: { cleanup?: boolean } = {}): Promise<void> {
+    this.stopped = true;
+    for (const t of this.timers) clearInterval(t);
+    if (this.syncTimer) clearTimeout(this.syncTimer);
+    await this.o.source.stop();
+    await this.inflight;
+    if (options.cleanup) {
+      await this.o.nft.apply(renderDeleteTable()).catch((err) => this.log.warn({ err: errorMessage(err) }, 'cleanup: delete table failed'));
+      this.log.info({ table: `${FAMILY} ${TABLE}` }, 'table removed (--cleanup-on-exit)');
+    } else {
+      this.log.info('stopped; rules left in place so offloaded connections continue');
+    }
+  }
+
+  private async probe(): Promise<void> {
+    const was = this.supported;
+    const p = await probeFlowtable(this.o.nft);
+    this.supported = p.supported;
+    this.probeDetail = p.supported ? 'kernel supports flowtables' : `kernel has no flowtable support (adding a flowtable failed: ${p.reason}; needs nf_flow_table_inet and nft_flow_offload)`;
+    this.o.metrics.flowtableSupported.set(p.supported ? 1 : 0);
+    if (p.supported && !was && this.applied) {
+      this.log.info('flowtable support appeared; upgrading the ruleset in place');
+      this.needFull = true;
+      this.schedule();
+    } else if (!p.supported) {
+      if (!this.warned.has('degraded')) {
+        this.warned.add('degraded');
+        this.log.warn({ reason: p.reason }, 'degraded: kernel has no flowtable support; programming counters only, nothing is offloaded');
+      }
+    }
+  }
+
+  private reportAcct(): void {
+    this.o.metrics.conntrackAccounting.set(this.acct.enabled ? 1 : 0);
+    const key = `acct:${this.acct.enabled}:${this.acct.detail}`;
+    if (this.warned.has(key)) return;
+    this.warned.add(key);
+    if (this.acct.enabled) this.log.info({ detail: this.acct.detail }, 'conntrack accounting on');
+    else this.log.error({ detail: this.acct.detail }, 'conntrack accounting is off: offload-after-packets thresholds cannot pass');
+  }
+
+  private onEvents(events: readonly SourceEvent[]): void {
+    const updates = new Map<string, ServiceEntry | undefined>();
+    for (const ev of events) {
+      const oldId = this.keyToId.get(ev.key);
+      if (ev.type === 'delete') {
+        if (oldId) updates.set(oldId, undefined);
+        this.keyToId.delete(ev.key);
+        this.invalid.delete(ev.key);
+        continue;
+      }
+      const r = readHint(ev.object);
+      if (r.usable) {
+        const entry = serviceEntry(r.hint, this.o.defaultThreshold);
+        if (oldId && oldId !== entry.id) updates.set(oldId, undefined);
+        this.keyToId.set(ev.key, entry.id);
+        updates.set(entry.id, entry);
+        this.invalid.delete(ev.key);
+      } else {
+        if (oldId) updates.set(oldId, undefined);
+        this.keyToId.delete(ev.key);
+        if (r.code === 'FH_NOT_HINTED') {
+          this.invalid.delete(ev.key);
+          continue;
+        }
+        const warnKey = `${ev.key}|${r.code}|${r.reason}`;
+        if (!this.warned.has(warnKey)) {
+          this.warned.add(warnKey);
+          this.o.metrics.invalidHints.inc({ code: r.code });
+          this.log.warn({ service: ev.key, code: r.code, reason: r.reason }, 'hint not usable; Service not programmed');
+        }
+        this.invalid.set(ev.key, { code: r.code, reason: r.reason });
+      }
+    }
+    if (updates.size === 0) return;
+    this.desired = withServices(this.desired, updates);
+    for (const id of updates.keys()) this.dirty.add(id);
+    this.o.metrics.hintedServices.set(this.desired.services.size);
+    this.schedule();
+  }
+
+  /** Batch bursts: at most one sync per minSyncIntervalMs, one at a time. */
+  private schedule(delayMs?: number): void {
+    if (this.stopped || !this.running || this.syncTimer) return;
+    const since = Date.now() - this.lastSyncAt;
+    const wait = delayMs ?? Math.max(0, (this.o.minSyncIntervalMs ?? 100) - since);
+    this.syncTimer = setTimeout(() => {
+      this.syncTimer = undefined;
+      this.inflight = this.inflight.then(async () => {
+        const r = await this.sync();
+        if (!r.ok && !this.stopped) {
+          const b = this.o.backoff ?? { initialMs: 1_000, maxMs: 60_000 };
+          this.schedule(Math.min(b.initialMs * 2 ** (this.failures - 1), b.maxMs));
+        } else if (this.dirty.size > 0 || this.needFull) {
+          this.schedule();
+        }
+      });
+    }, wait);
+  }
+
+  private async currentDevices(): Promise<string[]> {
+    const { devices, skipped } = selectDevices(await listLinks(this.o.run), this.o.devices);
+    for (const s of skipped) {
+      if (!this.warned.has(`dev:${s}`)) {
+        this.warned.add(`dev:${s}`);
+        this.log.warn({ device: s }, 'device name cannot be rendered safely; not added to the flowtable');
+      }
+    }
+    return devices;
+  }
+
+  private renderOptions(devices: readonly string[]): RenderOptions {
+    return { flowtable: this.supported, devices, counter: this.o.counter };
+  }
+
+  /** One sync, now: full or partial as needed. Exposed for --once and tests. */
+  async sync(): Promise<SyncResult> {
+    const started = performance.now();
+    const kind: SyncKind = this.needFull || !this.applied ? 'full' : 'partial';
+    const target = this.desired;
+    const ids = this.dirty;
+    this.dirty = new Set();
+    let result: SyncResult;
+    try {
+      const drift = kind === 'full' ? await this.applyFull(target) : await this.applyPartial(target, ids);
+      this.applied = target;
+      this.needFull = false;
+      this.failures = 0;
+      result = { kind, ok: true, durationMs: performance.now() - started, ...(drift === undefined ? {} : { drift }) };
+      if (!this.acct.enabled) {
+        this.acct = await ensureConntrackAccounting(this.o.run);
+        this.reportAcct();
+      }
+    } catch (err) {
+      for (const id of ids) this.dirty.add(id);
+      this.needFull = true;
+      this.failures += 1;
+      this.o.metrics.syncFailures.inc({ kind });
+      const message = errorMessage(err);
+      result = { kind, ok: false, durationMs: performance.now() - started, error: message };
+      this.log.error({ kind, err: message, stderr: err instanceof NftError ? err.stderr.slice(0, 2000) : undefined, failures: this.failures }, 'sync failed; previous ruleset kept; retrying as a full sync');
+    }
+    this.o.metrics.syncDuration.observe({ kind }, result.durationMs / 1000);
+    this.lastSyncAt = Date.now();
+    this.lastSync = result;
+    this.lastSyncTime = new Date().toISOString();
+    this.o.metrics.programmedElements.set(this.applied ? allAddressKeys(this.applied).length : 0);
+    this.o.metrics.devices.set(this.appliedDevices.length);
+    if (result.ok) this.log.info({ kind, durationMs: Math.round(result.durationMs * 10) / 10, services: target.services.size, drift: result.drift }, 'synced');
+    await this.saveStatus();
+    return result;
+  }
+
+  private async applyFull(target: DesiredState): Promise<boolean> {
+    let devices = this.supported ? await this.currentDevices() : [];
+    const current = await this.o.nft.read();
+    const drift = this.applied !== undefined && !matches(current, target, this.supported);
+    if (drift) {
+      this.o.metrics.driftRepairs.inc();
+      this.log.warn('table differs from the desired state (drift); repairing');
+    }
+    try {
+      await this.o.nft.apply(renderFull(target, this.renderOptions(devices), current));
+    } catch (err) {
+      if (!this.supported) throw err;
+      // A device named in the transaction may have vanished since listing: prune, retry once.
+      const again = await this.currentDevices();
+      if (again.join(',') === devices.join(',')) throw err;
+      this.o.metrics.devicesMissing.inc(devices.filter((d) => !again.includes(d)).length);
+      this.log.warn({ before: devices, now: again }, 'devices changed during the sync; retrying once with the current list');
+      devices = again;
+      await this.o.nft.apply(renderFull(target, this.renderOptions(devices), await this.o.nft.read()));
+    }
+    this.appliedDevices = devices;
+    return drift;
+  }
+
+  private async applyPartial(target: DesiredState, ids: Set<string>): Promise<undefined> {
+    const delta = diff(this.applied ?? emptyState(), target, ids);
+    if (!isEmptyDelta(delta)) await this.o.nft.apply(renderDelta(delta, this.renderOptions(this.appliedDevices)));
+    return undefined;
+  }
+
+  /** Devices and node addresses: update the flowtable in place; re-address NodePorts. */
+  private async pollHost(): Promise<void> {
+    if (this.stopped || !this.applied) return;
+    if (!this.o.nodeAddresses) {
+      const addrs = await listNodeAddresses(this.o.run);
+      const now = addrs.map(addressKey).sort().join(',');
+      if (now !== this.desired.nodeAddresses.map(addressKey).join(',')) {
+        this.log.info({ nodeAddresses: addrs.map((a) => a.addr) }, 'node addresses changed');
+        this.desired = withNodeAddresses(this.desired, addrs);
+        this.schedule();
+      }
+    }
+    if (!this.supported) return;
+    const devices = await this.currentDevices();
+    if (devices.join(',') === this.appliedDevices.join(',')) return;
+    const lines = deviceLines(this.appliedDevices, devices);
+    const started = performance.now();
+    await (this.inflight = this.inflight.then(async () => {
+      try {
+        await this.o.nft.apply(`${lines.join('\n')}\n`);
+        this.log.info({ added: devices.filter((d) => !this.appliedDevices.includes(d)), removed: this.appliedDevices.filter((d) => !devices.includes(d)) }, 'flowtable devices updated in place');
+        this.appliedDevices = devices;
+        this.lastSync = { kind: 'devices', ok: true, durationMs: performance.now() - started };
+      } catch (err) {
+        // Most likely a device vanished again; the next full sync re-lists.
+        this.o.metrics.devicesMissing.inc();
+        this.needFull = true;
+        this.lastSync = { kind: 'devices', ok: false, durationMs: performance.now() - started, error: errorMessage(err) };
+        this.log.warn({ err: errorMessage(err) }, 'flowtable device update failed; scheduling a full sync');
+        this.schedule();
+      }
+      this.lastSyncTime = new Date().toISOString();
+      this.o.metrics.devices.set(this.appliedDevices.length);
+      await this.saveStatus();
+    }));
+  }
+
+  async refreshOffloadMetrics(): Promise<Map<string, number> | undefined> {
+    if (!this.applied) return undefined;
+    const dests = await readOffloaded(this.o.run);
+    if (!dests) return undefined;
+    const counts = countByService(this.applied, dests);
+    this.o.metrics.offloadedConnections.reset();
+    for (const [service, n] of counts) this.o.metrics.offloadedConnections.set({ service }, n);
+    return counts;
+  }
+
+  statusDoc(): StatusDoc {
+    const state = this.applied ?? emptyState();
+    return {
+      version: 1,
+      pid: process.pid,
+      updatedAt: new Date().toISOString(),
+      node: {
+        mode: this.supported ? 'supported' : 'degraded',
+        detail: this.probeDetail,
+        conntrackAccounting: this.acct,
+        nodeAddresses: this.desired.nodeAddresses.map((a) => a.addr),
+      },
+      table: `${FAMILY} ${TABLE}`,
+      devices: this.appliedDevices,
+      services: servicesStatus(state),
+      invalid: [...this.invalid].sort(([a], [b]) => a.localeCompare(b)).map(([service, v]) => ({ service, ...v })),
+      lastSync: this.lastSync && this.lastSyncTime
+        ? { at: this.lastSyncTime, kind: this.lastSync.kind, ok: this.lastSync.ok, durationMs: Math.round(this.lastSync.durationMs * 10) / 10, ...(this.lastSync.error ? { error: this.lastSync.error } : {}) }
+        : null,
+    };
+  }
+
+  private async saveStatus(): Promise<void> {
+    const dir = this.o.stateDir;
+    if (!dir) return;
+    const doc = this.statusDoc();
+    this.statusWrites = this.statusWrites.then(() => writeStatus(dir, doc)).catch((err) => {
+      if (!this.warned.has('status')) {
+        this.warned.add('status');
+        this.log.warn({ err: errorMessage(err), dir }, 'cannot write status file; `flowhint status` will not see this agent');
+      }
+    });
+    await this.statusWrites;
+  }
+}
+
+/** Whether the table read back has exactly the objects the desired state needs. */
+export function matches(current: ReadTable | undefined, target: DesiredState, flowtable: boolean): boolean {
+  if (!current) return false;
+  const keys = allAddressKeys(target);
+  const chains = new Set([BASE_CHAIN, ...keys.map(addressChain)]);
+  const counters = new Set([...target.services.keys()].map(counterName));
+  const sameSet = (a: ReadonlySet<string>, b: ReadonlySet<string>) => a.size === b.size && [...a].every((x) => b.has(x));
+  if (!sameSet(current.chains, chains) || !sameSet(current.counters, counters)) return false;
+  if ((current.ruleCounts.get(BASE_CHAIN) ?? 0) !== 2) return false;
+  for (const key of keys) if ((current.ruleCounts.get(addressChain(key)) ?? 0) !== (rulesFor(target, key)?.rules.length ?? 0)) return false;
+  const v4 = keys.filter((k) => k.startsWith('ip ')).length;
+  if ((current.elementCounts.get(MAP.ip) ?? 0) !== v4 || (current.elementCounts.get(MAP.ip6) ?? 0) !== keys.length - v4) return false;
+  return current.flowtables.has('fastpath') === flowtable;
+}

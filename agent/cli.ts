@@ -1,0 +1,195 @@
+/**
+ * `flowhint agent`, `flowhint status`, `flowhint cleanup`.
+ *
+ * `--netns NAME` runs every host tool (nft, ip, sysctl, conntrack) through
+ * `ip netns exec NAME`, so the agent can program a scratch namespace without entering it.
+ */
+import { z } from 'zod';
+import { parseFlags, portFlag } from '../lib/cli.ts';
+import { makeRunner } from '../lib/exec.ts';
+import { createLogger } from '../lib/log.ts';
+import { startMetricsServer } from '../lib/metrics-server.ts';
+import { DEFAULT_THRESHOLD, THRESHOLD_MAX } from '../api/index.ts';
+import { parseAddress, type Address } from './address.ts';
+import { Agent } from './agent.ts';
+import { countByService, readOffloaded } from './conntrack.ts';
+import { buildDesired } from './desired.ts';
+import { createAgentMetrics } from './metrics.ts';
+import { makeNft } from './nft.ts';
+import { renderDeleteTable } from './render.ts';
+import { FileSource } from './sources/files.ts';
+import { KubeSource, loadKubeConfig } from './sources/kube.ts';
+import { DEFAULT_STATE_DIR, formatStatus, readStatus } from './status.ts';
+
+const AGENT_USAGE = `usage: flowhint agent [--services-dir DIR | --kubeconfig FILE] [--once] [--offload-after-packets ${DEFAULT_THRESHOLD}]
+    [--devices RE] [--exclude-devices RE] [--node-address IP…] [--metrics-port 9471] [--metrics-host 0.0.0.0]
+    [--state-dir ${DEFAULT_STATE_DIR}] [--no-flowtable-counter] [--resync-seconds 3600] [--cleanup-on-exit] [--netns NAME]
+  Without --services-dir, Services come from the API server (in-cluster config, or KUBECONFIG).`;
+
+function regex(name: string) {
+  return z
+    .string()
+    .optional()
+    .transform((s, ctx) => {
+      if (s === undefined) return undefined;
+      try {
+        return new RegExp(s);
+      } catch (err) {
+        ctx.addIssue({ code: 'custom', message: `${name}: not a regular expression: ${(err as Error).message}` });
+        return z.NEVER;
+      }
+    });
+}
+
+const AgentFlags = z.object({
+  'services-dir': z.string().min(1).optional(),
+  kubeconfig: z.string().min(1).optional(),
+  once: z.boolean().default(false),
+  'offload-after-packets': z.coerce.number().int().min(0).max(THRESHOLD_MAX).default(DEFAULT_THRESHOLD),
+  devices: regex('--devices'),
+  'exclude-devices': regex('--exclude-devices'),
+  'node-address': z
+    .array(z.string())
+    .optional()
+    .transform((xs, ctx) => {
+      if (!xs) return undefined;
+      const out: Address[] = [];
+      for (const x of xs) {
+        const a = parseAddress(x);
+        if (!a) ctx.addIssue({ code: 'custom', message: `not an IP address: ${x}` });
+        else out.push(a);
+      }
+      return out;
+    }),
+  'metrics-port': portFlag(z, 9471),
+  'metrics-host': z.string().default('0.0.0.0'),
+  'state-dir': z.string().default(DEFAULT_STATE_DIR),
+  'no-flowtable-counter': z.boolean().default(false),
+  'resync-seconds': z.coerce.number().positive().default(3600),
+  'cleanup-on-exit': z.boolean().default(false),
+  netns: z.string().regex(/^[A-Za-z0-9_.-]+$/).optional(),
+});
+
+function runnerFor(netns: string | undefined) {
+  return makeRunner(netns ? ['ip', 'netns', 'exec', netns] : []);
+}
+
+export async function agentCommand(argv: string[]): Promise<number> {
+  const f = parseFlags(
+    argv,
+    {
+      'services-dir': { type: 'string' },
+      kubeconfig: { type: 'string' },
+      once: { type: 'boolean' },
+      'offload-after-packets': { type: 'string' },
+      devices: { type: 'string' },
+      'exclude-devices': { type: 'string' },
+      'node-address': { type: 'string', multiple: true },
+      'metrics-port': { type: 'string' },
+      'metrics-host': { type: 'string' },
+      'state-dir': { type: 'string' },
+      'no-flowtable-counter': { type: 'boolean' },
+      'resync-seconds': { type: 'string' },
+      'cleanup-on-exit': { type: 'boolean' },
+      netns: { type: 'string' },
+    },
+    AgentFlags,
+    AGENT_USAGE,
+  );
+  const logger = createLogger('flowhint-agent');
+  const metrics = createAgentMetrics();
+  const run = runnerFor(f.netns);
+  const source = f['services-dir']
+    ? new FileSource({ dir: f['services-dir'], logger: logger.child({ source: 'files' }) })
+    : new KubeSource({ kubeConfig: loadKubeConfig(f.kubeconfig), logger: logger.child({ source: 'kubernetes' }), onRestart: () => metrics.informerRestarts.inc() });
+  const agent = new Agent({
+    run,
+    nft: makeNft(run),
+    source,
+    logger,
+    metrics,
+    defaultThreshold: f['offload-after-packets'],
+    devices: { include: f.devices, exclude: f['exclude-devices'] },
+    nodeAddresses: f['node-address'],
+    counter: !f['no-flowtable-counter'],
+    stateDir: f['state-dir'],
+    resyncMs: f['resync-seconds'] * 1000,
+  });
+  await agent.prepare();
+  if (f.once) {
+    const r = await agent.sync();
+    await agent.refreshOffloadMetrics().catch(() => undefined);
+    await agent.stop({ cleanup: f['cleanup-on-exit'] });
+    logger.info({ ok: r.ok, kind: r.kind, mode: agent.flowtableSupported ? 'supported' : 'degraded' }, 'agent --once done');
+    return r.ok ? 0 : 1;
+  }
+  const server = await startMetricsServer({
+    registry: metrics.registry,
+    host: f['metrics-host'],
+    port: f['metrics-port'],
+    probes: {
+      '/healthz': () => ({ ok: true }),
+      '/readyz': () => ({ ok: agent.lastSync?.ok === true, detail: agent.lastSync ?? 'no sync yet' }),
+    },
+  });
+  agent.startLoops();
+  const signal = await new Promise<string>((resolve) => {
+    process.once('SIGTERM', () => resolve('SIGTERM'));
+    process.once('SIGINT', () => resolve('SIGINT'));
+  });
+  logger.info({ signal }, 'stopping watches');
+  await agent.stop({ cleanup: f['cleanup-on-exit'] });
+  await server.close();
+  return 0;
+}
+
+const StatusFlags = z.object({
+  json: z.boolean().default(false),
+  'state-dir': z.string().default(DEFAULT_STATE_DIR),
+  netns: z.string().regex(/^[A-Za-z0-9_.-]+$/).optional(),
+});
+
+export async function statusCommand(argv: string[]): Promise<number> {
+  const f = parseFlags(argv, { json: { type: 'boolean' }, 'state-dir': { type: 'string' }, netns: { type: 'string' } }, StatusFlags, 'usage: flowhint status [--json] [--state-dir DIR] [--netns NAME]');
+  const doc = await readStatus(f['state-dir']);
+  if (!doc) {
+    process.stderr.write(`flowhint: FH_NO_STATUS: no agent status in ${f['state-dir']}/status.json; is the agent running with this --state-dir?\n`);
+    return 1;
+  }
+  // Offloaded-now counts are read live from conntrack, not from the file.
+  const dests = await readOffloaded(runnerFor(f.netns));
+  if (dests) {
+    const state = buildDesired(
+      doc.services.map((s) => ({
+        id: s.id,
+        key: s.service,
+        threshold: s.threshold,
+        vips: s.addresses.flatMap((a) => parseAddress(a) ?? []),
+        ports: s.ports.map(portMatch),
+        nodePorts: s.nodePorts.map(portMatch),
+      })),
+      doc.node.nodeAddresses.flatMap((a) => parseAddress(a) ?? []),
+    );
+    const counts = countByService(state, dests);
+    for (const s of doc.services) s.offloadedNow = counts.get(s.service) ?? 0;
+  }
+  process.stdout.write(f.json ? `${JSON.stringify(doc, null, 2)}\n` : formatStatus(doc));
+  return 0;
+}
+
+function portMatch(s: string) {
+  const [proto, port] = s.split('/');
+  return { proto: proto === 'udp' ? ('udp' as const) : ('tcp' as const), port: Number(port) };
+}
+
+export async function cleanupCommand(argv: string[]): Promise<number> {
+  const f = parseFlags(argv, { netns: { type: 'string' } }, z.object({ netns: z.string().regex(/^[A-Za-z0-9_.-]+$/).optional() }), 'usage: flowhint cleanup [--netns NAME]');
+  const nft = makeNft(runnerFor(f.netns));
+  if ((await nft.read()) === undefined) {
+    process.stderr.write('flowhint: table inet flowhint does not exist; nothing to clean up\n');
+    return 0;
+  }
+  await nft.apply(renderDeleteTable());
+  process.stderr.write('flowhint: deleted table inet flowhint\n');
+  return 0;
+}

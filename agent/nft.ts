@@ -1,0 +1,110 @@
+/**
+ * The agent's only side effect on the ruleset: `nft -f -` with a transaction on stdin, and
+ * `nft -j list table inet flowhint` to read back what is there. Both through a Runner.
+ */
+import { z } from 'zod';
+import type { Runner } from '../lib/exec.ts';
+import { FlowhintError } from '../lib/errors.ts';
+import { FAMILY, TABLE, type Listing } from './render.ts';
+
+export class NftError extends FlowhintError {
+  readonly stderr: string;
+  constructor(code: string, message: string, stderr: string) {
+    super(code, message);
+    this.stderr = stderr;
+  }
+}
+
+const Named = z.looseObject({ name: z.string(), table: z.string().optional(), family: z.string().optional() });
+const ListingJson = z.looseObject({
+  nftables: z.array(
+    z.looseObject({
+      chain: Named.optional(),
+      rule: z.looseObject({ chain: z.string() }).optional(),
+      counter: Named.extend({ packets: z.number().optional(), bytes: z.number().optional() }).optional(),
+      map: Named.extend({ elem: z.array(z.unknown()).optional() }).optional(),
+      set: Named.optional(),
+      flowtable: Named.extend({ dev: z.union([z.string(), z.array(z.string())]).optional(), flags: z.union([z.string(), z.array(z.string())]).optional() }).optional(),
+    }),
+  ),
+});
+
+export interface ReadTable extends Listing {
+  readonly counterValues: ReadonlyMap<string, { packets: number; bytes: number }>;
+  readonly ruleCounts: ReadonlyMap<string, number>;
+  readonly elementCounts: ReadonlyMap<string, number>;
+}
+
+export function parseListing(json: string): ReadTable {
+  const parsed = ListingJson.parse(JSON.parse(json));
+  const chains = new Set<string>();
+  const counters = new Set<string>();
+  const maps = new Set<string>();
+  const sets = new Set<string>();
+  const flowtables = new Map<string, { devices: string[]; counter: boolean }>();
+  const counterValues = new Map<string, { packets: number; bytes: number }>();
+  const ruleCounts = new Map<string, number>();
+  const elementCounts = new Map<string, number>();
+  for (const o of parsed.nftables) {
+    if (o.chain) chains.add(o.chain.name);
+    if (o.rule) ruleCounts.set(o.rule.chain, (ruleCounts.get(o.rule.chain) ?? 0) + 1);
+    if (o.counter) {
+      counters.add(o.counter.name);
+      counterValues.set(o.counter.name, { packets: o.counter.packets ?? 0, bytes: o.counter.bytes ?? 0 });
+    }
+    if (o.map) {
+      maps.add(o.map.name);
+      elementCounts.set(o.map.name, o.map.elem?.length ?? 0);
+    }
+    if (o.set) sets.add(o.set.name);
+    if (o.flowtable) {
+      const dev = o.flowtable.dev;
+      const flags = o.flowtable.flags;
+      flowtables.set(o.flowtable.name, {
+        devices: dev === undefined ? [] : Array.isArray(dev) ? dev : [dev],
+        counter: flags === undefined ? false : (Array.isArray(flags) ? flags : [flags]).includes('counter'),
+      });
+    }
+  }
+  return { chains, counters, maps, sets, flowtables, counterValues, ruleCounts, elementCounts };
+}
+
+export interface Nft {
+  /** Apply one transaction atomically; throws NftError with nft's message on failure. */
+  apply(transaction: string): Promise<void>;
+  /** Validate a transaction in the kernel without committing it (`nft -c`). */
+  check(transaction: string): Promise<{ ok: boolean; stderr: string }>;
+  /** The table as it is now, or `undefined` if it does not exist. */
+  read(): Promise<ReadTable | undefined>;
+  /** `nft list table inet flowhint`, for people. */
+  listText(): Promise<string | undefined>;
+}
+
+export function makeNft(run: Runner, nftBinary = 'nft'): Nft {
+  return {
+    async apply(transaction) {
+      if (transaction.length === 0) return;
+      const r = await run([nftBinary, '-f', '-'], { stdin: transaction });
+      if (r.code !== 0) {
+        const first = r.stderr.split('\n').find((l) => l.trim().length > 0) ?? `exit ${r.code}`;
+        throw new NftError(r.code === 127 ? 'FH_NFT_MISSING' : 'FH_NFT_FAILED', `nft transaction failed: ${first}`, r.stderr);
+      }
+    },
+    async check(transaction) {
+      const r = await run([nftBinary, '-c', '-f', '-'], { stdin: transaction });
+      return { ok: r.code === 0, stderr: r.stderr };
+    },
+    async read() {
+      const r = await run([nftBinary, '-j', 'list', 'table', FAMILY, TABLE]);
+      if (r.code !== 0) {
+        if (/No such file or directory/.test(r.stderr)) return undefined;
+        throw new NftError(r.code === 127 ? 'FH_NFT_MISSING' : 'FH_NFT_FAILED', `cannot list table ${FAMILY} ${TABLE}: ${r.stderr.trim()}`, r.stderr);
+      }
+      return parseListing(r.stdout);
+    },
+    async listText() {
+      const r = await run([nftBinary, 'list', 'table', FAMILY, TABLE]);
+      return r.code === 0 ? r.stdout : undefined;
+    },
+  };
+}

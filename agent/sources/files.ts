@@ -1,0 +1,195 @@
+/**
+ * Hinted Services from a directory of manifests: the embedded default, no cluster needed.
+ *
+ * `*.yaml`, `*.yml` and `*.json` files, multi-document, re-read when the directory changes
+ * (watched, and polled as a fallback; ConfigMap volumes swap a `..data` symlink, so dotfiles
+ * are skipped). No webhook stands in front of these files, so each Service goes through the
+ * same api/ defaulting and validation the webhook runs. A rejected document is logged once
+ * with its reason and is not programmed; the rest still are.
+ */
+import { watch, type FSWatcher } from 'node:fs';
+import { readFile, readdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { loadAll } from 'js-yaml';
+import type { Logger } from 'pino';
+import { applyDefaults, validateService } from '../../api/index.ts';
+import { errorMessage } from '../../lib/errors.ts';
+import { objectKey, type Source, type SourceEvent, type SourceSink } from './source.ts';
+
+export interface Rejection {
+  readonly file: string;
+  readonly document: number;
+  readonly key: string | undefined;
+  readonly reason: string;
+}
+
+export interface DirectoryRead {
+  /** namespace/name -> the defaulted, validated Service. */
+  readonly services: Map<string, unknown>;
+  readonly rejected: Rejection[];
+  /** Documents that are not core/v1 Services (ignored). */
+  readonly ignored: number;
+}
+
+const MANIFEST = /\.(ya?ml|json)$/i;
+
+function isService(doc: unknown): boolean {
+  const d = doc as { apiVersion?: unknown; kind?: unknown } | null;
+  return typeof d === 'object' && d !== null && d.apiVersion === 'v1' && d.kind === 'Service';
+}
+
+/** Parse one file's text into accepted Services and rejections (pure). */
+export function parseManifests(file: string, text: string): { services: Array<[string, unknown]>; rejected: Rejection[]; ignored: number } {
+  const services: Array<[string, unknown]> = [];
+  const rejected: Rejection[] = [];
+  let ignored = 0;
+  let docs: unknown[];
+  try {
+    docs = loadAll(text);
+  } catch (err) {
+    return { services, rejected: [{ file, document: 0, key: undefined, reason: `not valid YAML/JSON: ${errorMessage(err).split('\n')[0]}` }], ignored };
+  }
+  // `kind: List` (as `kubectl get -o yaml` writes) contributes its items.
+  const flat = docs.flatMap((d) => {
+    const list = d as { kind?: unknown; items?: unknown } | null;
+    return list && list.kind === 'List' && Array.isArray(list.items) ? (list.items as unknown[]) : [d];
+  });
+  flat.forEach((doc, i) => {
+    if (doc === null || doc === undefined) return;
+    if (!isService(doc)) {
+      ignored += 1;
+      return;
+    }
+    const key = objectKey(doc);
+    if (!key) {
+      rejected.push({ file, document: i, key, reason: 'metadata.name is required' });
+      return;
+    }
+    const defaulted = applyDefaults(doc);
+    if (defaulted.kind === 'skipped') {
+      rejected.push({ file, document: i, key, reason: defaulted.reason });
+      return;
+    }
+    const { errors } = validateService(defaulted.object);
+    if (errors.length > 0) {
+      rejected.push({ file, document: i, key, reason: errors.map((e) => `${e.field}: ${e.message}`).join('; ') });
+      return;
+    }
+    services.push([key, defaulted.object]);
+  });
+  return { services, rejected, ignored };
+}
+
+export async function readServicesDir(dir: string): Promise<DirectoryRead> {
+  const names = (await readdir(dir)).filter((n) => !n.startsWith('.') && MANIFEST.test(n)).sort();
+  const services = new Map<string, unknown>();
+  const rejected: Rejection[] = [];
+  let ignored = 0;
+  for (const name of names) {
+    const file = join(dir, name);
+    let text: string;
+    try {
+      text = await readFile(file, 'utf8');
+    } catch (err) {
+      // Removed between readdir and read, or a directory named *.yaml.
+      rejected.push({ file, document: 0, key: undefined, reason: errorMessage(err) });
+      continue;
+    }
+    const r = parseManifests(file, text);
+    for (const [key, obj] of r.services) {
+      if (services.has(key)) rejected.push({ file, document: -1, key, reason: `duplicate Service ${key}: an earlier file defines it; this one is ignored` });
+      else services.set(key, obj);
+    }
+    rejected.push(...r.rejected);
+    ignored += r.ignored;
+  }
+  return { services, rejected, ignored };
+}
+
+export interface FileSourceOptions {
+  dir: string;
+  logger: Logger;
+  pollMs?: number;
+  onRejected?: (r: Rejection) => void;
+}
+
+export class FileSource implements Source {
+  readonly name = 'files';
+  private readonly o: FileSourceOptions;
+  private current = new Map<string, string>();
+  private reported = new Set<string>();
+  private watcher: FSWatcher | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private debounce: NodeJS.Timeout | undefined;
+  private chain: Promise<void> = Promise.resolve();
+  private sink: SourceSink | undefined;
+
+  constructor(o: FileSourceOptions) {
+    this.o = o;
+  }
+
+  async start(sink: SourceSink): Promise<void> {
+    this.sink = sink;
+    await this.rescan();
+    sink.synced();
+    try {
+      this.watcher = watch(this.o.dir, () => this.schedule());
+      this.watcher.on('error', (err) => this.o.logger.warn({ err: errorMessage(err) }, 'services-dir watch failed; polling continues'));
+    } catch (err) {
+      this.o.logger.warn({ err: errorMessage(err), dir: this.o.dir }, 'cannot watch services-dir; polling only');
+    }
+    this.timer = setInterval(() => this.schedule(), this.o.pollMs ?? 2_000);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    this.watcher?.close();
+    if (this.timer) clearInterval(this.timer);
+    if (this.debounce) clearTimeout(this.debounce);
+    await this.chain;
+  }
+
+  private schedule(): void {
+    if (this.debounce) return;
+    this.debounce = setTimeout(() => {
+      this.debounce = undefined;
+      void this.rescan();
+    }, 100);
+  }
+
+  /** Re-read the directory and report what changed. Serialised. */
+  rescan(): Promise<void> {
+    this.chain = this.chain.then(() => this.rescanOnce());
+    return this.chain;
+  }
+
+  private async rescanOnce(): Promise<void> {
+    let read: DirectoryRead;
+    try {
+      read = await readServicesDir(this.o.dir);
+    } catch (err) {
+      // Keep what is programmed: an unreadable directory is not an empty one.
+      this.o.logger.error({ dir: this.o.dir, err: errorMessage(err) }, 'cannot read services-dir; keeping the current Services');
+      return;
+    }
+    const nowReported = new Set<string>();
+    for (const r of read.rejected) {
+      const id = `${r.file}#${r.document}:${r.reason}`;
+      nowReported.add(id);
+      if (this.reported.has(id)) continue;
+      this.o.logger.warn({ file: r.file, document: r.document, service: r.key, reason: r.reason }, 'manifest rejected; not programmed');
+      this.o.onRejected?.(r);
+    }
+    this.reported = nowReported;
+    const events: SourceEvent[] = [];
+    const next = new Map<string, string>();
+    for (const [key, obj] of read.services) {
+      const text = JSON.stringify(obj);
+      next.set(key, text);
+      if (this.current.get(key) !== text) events.push({ type: 'upsert', key, object: obj });
+    }
+    for (const key of this.current.keys()) if (!next.has(key)) events.push({ type: 'delete', key });
+    this.current = next;
+    if (events.length > 0) this.sink?.events(events);
+  }
+}

@@ -1,0 +1,25 @@
+/**
+ * Where hinted Services come from. A source reports objects by `namespace/name`; the agent
+ * re-checks every one with the api/ reader before programming it.
+ */
+export type SourceEvent = { readonly type: 'upsert'; readonly key: string; readonly object: unknown } | { readonly type: 'delete'; readonly key: string };
+
+export interface SourceSink {
+  /** Changes, in order. A source may batch them. */
+  events(events: readonly SourceEvent[]): void;
+  /** The source has delivered its complete initial state (first list, or first directory read). */
+  synced(): void;
+}
+
+export interface Source {
+  readonly name: string;
+  start(sink: SourceSink): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export function objectKey(o: unknown): string | undefined {
+  const meta = (o as { metadata?: { namespace?: unknown; name?: unknown } } | null)?.metadata;
+  if (typeof meta?.name !== 'string' || meta.name.length === 0) return undefined;
+  const ns = typeof meta.namespace === 'string' && meta.namespace.length > 0 ? meta.namespace : 'default';
+  return `${ns}/${meta.name}`;
+}

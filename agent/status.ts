@@ -1,0 +1,90 @@
+/**
+ * The agent's status document, written atomically to `<state-dir>/status.json` after every
+ * sync, and read by `flowhint status` (a separate process) with a zod schema.
+ */
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { z } from 'zod';
+import type { DesiredState } from './desired.ts';
+
+export const DEFAULT_STATE_DIR = '/run/flowhint';
+
+const ServiceStatus = z.object({
+  service: z.string(),
+  id: z.string(),
+  threshold: z.number(),
+  addresses: z.array(z.string()),
+  ports: z.array(z.string()),
+  nodePorts: z.array(z.string()),
+  offloadedNow: z.number().nullable().optional(),
+});
+
+export const StatusDoc = z.object({
+  version: z.literal(1),
+  pid: z.number(),
+  updatedAt: z.string(),
+  node: z.object({
+    mode: z.enum(['supported', 'degraded']),
+    detail: z.string(),
+    conntrackAccounting: z.object({ enabled: z.boolean(), detail: z.string() }),
+    nodeAddresses: z.array(z.string()),
+  }),
+  table: z.string(),
+  devices: z.array(z.string()),
+  services: z.array(ServiceStatus),
+  invalid: z.array(z.object({ service: z.string(), code: z.string(), reason: z.string() })),
+  lastSync: z
+    .object({ at: z.string(), kind: z.enum(['full', 'partial', 'devices']), ok: z.boolean(), durationMs: z.number(), error: z.string().optional() })
+    .nullable(),
+});
+export type StatusDoc = z.infer<typeof StatusDoc>;
+
+export function servicesStatus(state: DesiredState): StatusDoc['services'] {
+  return [...state.services.values()]
+    .sort((a, b) => a.key.localeCompare(b.key))
+    .map((e) => ({
+      service: e.key,
+      id: e.id,
+      threshold: e.threshold,
+      addresses: e.vips.map((v) => v.addr),
+      ports: e.ports.map((p) => `${p.proto}/${p.port}`),
+      nodePorts: e.nodePorts.map((p) => `${p.proto}/${p.port}`),
+    }));
+}
+
+export async function writeStatus(dir: string, doc: StatusDoc): Promise<void> {
+  await mkdir(dir, { recursive: true });
+  const tmp = join(dir, `.status.${process.pid}.tmp`);
+  await writeFile(tmp, `${JSON.stringify(doc, null, 2)}\n`);
+  await rename(tmp, join(dir, 'status.json'));
+}
+
+export async function readStatus(dir: string): Promise<StatusDoc | undefined> {
+  let text: string;
+  try {
+    text = await readFile(join(dir, 'status.json'), 'utf8');
+  } catch {
+    return undefined;
+  }
+  return StatusDoc.parse(JSON.parse(text));
+}
+
+export function formatStatus(s: StatusDoc): string {
+  const lines: string[] = [];
+  lines.push(`node: ${s.node.mode === 'supported' ? 'supported' : 'degraded'}: ${s.node.detail}`);
+  lines.push(`conntrack accounting: ${s.node.conntrackAccounting.enabled ? 'on' : 'OFF'} (${s.node.conntrackAccounting.detail})`);
+  lines.push(`table: ${s.table}; devices: ${s.devices.length > 0 ? s.devices.join(', ') : '(none)'}`);
+  const ls = s.lastSync;
+  lines.push(`last sync: ${ls ? `${ls.at} ${ls.kind} ${ls.ok ? 'ok' : `FAILED: ${ls.error ?? ''}`} (${ls.durationMs} ms)` : 'none yet'}`);
+  lines.push(`services (${s.services.length}):`);
+  for (const svc of s.services) {
+    const off = svc.offloadedNow === undefined || svc.offloadedNow === null ? 'offloaded: unknown' : `offloaded now: ${svc.offloadedNow}`;
+    const np = svc.nodePorts.length > 0 ? ` nodePorts ${svc.nodePorts.join(',')}` : '';
+    lines.push(`  ${svc.service}  ${svc.addresses.join(',')}  ${svc.ports.join(',')}${np}  after ${svc.threshold} packets  ${off}`);
+  }
+  if (s.invalid.length > 0) {
+    lines.push(`not programmed (${s.invalid.length}):`);
+    for (const i of s.invalid) lines.push(`  ${i.service}  ${i.code}: ${i.reason}`);
+  }
+  return `${lines.join('\n')}\n`;
+}

@@ -1,0 +1,44 @@
+/**
+ * Running host tools (nft, ip, conntrack, sysctl): argv arrays, never a shell string, with
+ * stdin, a timeout and captured output. A `prefix` (e.g. `ip netns exec NS`) lets tests and
+ * the demo run the same code inside a scratch network namespace.
+ */
+import { spawn } from 'node:child_process';
+
+export interface ExecResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+export interface Runner {
+  (argv: readonly string[], options?: { stdin?: string; timeoutMs?: number }): Promise<ExecResult>;
+}
+
+export function makeRunner(prefix: readonly string[] = []): Runner {
+  return (argv, options = {}) =>
+    new Promise((resolve) => {
+      const full = [...prefix, ...argv];
+      const [cmd, ...args] = full as [string, ...string[]];
+      const child = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'pipe'] });
+      const out: Buffer[] = [];
+      const err: Buffer[] = [];
+      let settled = false;
+      const finish = (r: ExecResult) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        resolve(r);
+      };
+      const timer = setTimeout(() => {
+        child.kill('SIGKILL');
+        finish({ code: 124, stdout: Buffer.concat(out).toString(), stderr: `${Buffer.concat(err).toString()}\n${cmd}: timed out after ${options.timeoutMs ?? 30_000} ms` });
+      }, options.timeoutMs ?? 30_000);
+      child.stdout.on('data', (c: Buffer) => out.push(c));
+      child.stderr.on('data', (c: Buffer) => err.push(c));
+      child.on('error', (e) => finish({ code: 127, stdout: '', stderr: `${cmd}: ${e.message}` }));
+      child.on('close', (code) => finish({ code: code ?? 1, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() }));
+      child.stdin.on('error', () => {});
+      child.stdin.end(options.stdin ?? '');
+    });
+}

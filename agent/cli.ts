@@ -8,7 +8,6 @@ import { z } from 'zod';
 import { parseFlags, portFlag } from '../lib/cli.ts';
 import { makeRunner } from '../lib/exec.ts';
 import { createLogger } from '../lib/log.ts';
-import { startMetricsServer } from '../lib/metrics-server.ts';
 import { DEFAULT_THRESHOLD, THRESHOLD_MAX } from '../api/index.ts';
 import { parseAddress, type Address } from './address.ts';
 import { Agent } from './agent.ts';
@@ -18,7 +17,6 @@ import { createAgentMetrics } from './metrics.ts';
 import { makeNft } from './nft.ts';
 import { renderDeleteTable } from './render.ts';
 import { FileSource } from './sources/files.ts';
-import { KubeSource, loadKubeConfig } from './sources/kube.ts';
 import { DEFAULT_STATE_DIR, formatStatus, readStatus } from './status.ts';
 
 const AGENT_USAGE = `usage: flowhint agent [--services-dir DIR | --kubeconfig FILE] [--once] [--offload-after-packets ${DEFAULT_THRESHOLD}]
@@ -99,9 +97,13 @@ export async function agentCommand(argv: string[]): Promise<number> {
   const logger = createLogger('flowhint-agent');
   const metrics = createAgentMetrics();
   const run = runnerFor(f.netns);
+  // @kubernetes/client-node is large; load it only when Services come from the API server.
   const source = f['services-dir']
     ? new FileSource({ dir: f['services-dir'], logger: logger.child({ source: 'files' }) })
-    : new KubeSource({ kubeConfig: loadKubeConfig(f.kubeconfig), logger: logger.child({ source: 'kubernetes' }), onRestart: () => metrics.informerRestarts.inc() });
+    : await import('./sources/kube.ts').then(
+        ({ KubeSource, loadKubeConfig }) =>
+          new KubeSource({ kubeConfig: loadKubeConfig(f.kubeconfig), logger: logger.child({ source: 'kubernetes' }), onRestart: () => metrics.informerRestarts.inc() }),
+      );
   const agent = new Agent({
     run,
     nft: makeNft(run),
@@ -123,6 +125,7 @@ export async function agentCommand(argv: string[]): Promise<number> {
     logger.info({ ok: r.ok, kind: r.kind, mode: agent.flowtableSupported ? 'supported' : 'degraded' }, 'agent --once done');
     return r.ok ? 0 : 1;
   }
+  const { startMetricsServer } = await import('../lib/metrics-server.ts');
   const server = await startMetricsServer({
     registry: metrics.registry,
     host: f['metrics-host'],

@@ -24,7 +24,7 @@ const ListingJson = z.looseObject({
       counter: Named.extend({ packets: z.number().optional(), bytes: z.number().optional() }).optional(),
       map: Named.extend({ elem: z.array(z.unknown()).optional() }).optional(),
       set: Named.optional(),
-      flowtable: Named.extend({ dev: z.union([z.string(), z.array(z.string())]).optional(), flags: z.union([z.string(), z.array(z.string())]).optional() }).optional(),
+      flowtable: Named.extend({ dev: z.union([z.string(), z.array(z.string())]).optional() }).optional(),
     }),
   ),
 });
@@ -41,7 +41,7 @@ export function parseListing(json: string): ReadTable {
   const counters = new Set<string>();
   const maps = new Set<string>();
   const sets = new Set<string>();
-  const flowtables = new Map<string, { devices: string[]; counter: boolean }>();
+  const flowtables = new Map<string, { devices: string[] }>();
   const counterValues = new Map<string, { packets: number; bytes: number }>();
   const ruleCounts = new Map<string, number>();
   const elementCounts = new Map<string, number>();
@@ -59,11 +59,7 @@ export function parseListing(json: string): ReadTable {
     if (o.set) sets.add(o.set.name);
     if (o.flowtable) {
       const dev = o.flowtable.dev;
-      const flags = o.flowtable.flags;
-      flowtables.set(o.flowtable.name, {
-        devices: dev === undefined ? [] : Array.isArray(dev) ? dev : [dev],
-        counter: flags === undefined ? false : (Array.isArray(flags) ? flags : [flags]).includes('counter'),
-      });
+      flowtables.set(o.flowtable.name, { devices: dev === undefined ? [] : Array.isArray(dev) ? dev : [dev] });
     }
   }
   return { chains, counters, maps, sets, flowtables, counterValues, ruleCounts, elementCounts };

@@ -54,7 +54,7 @@ export interface Listing {
   readonly counters: ReadonlySet<string>;
   readonly maps: ReadonlySet<string>;
   readonly sets: ReadonlySet<string>;
-  readonly flowtables: ReadonlyMap<string, { devices: readonly string[]; counter: boolean }>;
+  readonly flowtables: ReadonlyMap<string, { devices: readonly string[] }>;
 }
 
 export const EMPTY_LISTING: Listing = { chains: new Set(), counters: new Set(), maps: new Set(), sets: new Set(), flowtables: new Map() };
@@ -112,10 +112,9 @@ function flowtableLines(o: RenderOptions, current: Listing): { before: string[];
   }
   if (!existing) {
     before.push(`add flowtable ${T} ${FLOWTABLE} ${flowtableSpec(o, o.devices)}`);
-  } else if (existing.counter !== o.counter) {
-    // Flags cannot change in place: this one case recreates the flowtable.
-    before.push(`delete flowtable ${T} ${FLOWTABLE}`, `add flowtable ${T} ${FLOWTABLE} ${flowtableSpec(o, o.devices)}`);
   } else {
+    // Never recreated: that would drop every offloaded flow. (nft 1.0.6 does not list the
+    // `counter` flag, so a changed --no-flowtable-counter takes effect after `flowhint cleanup`.)
     before.push(...deviceLines(existing.devices, o.devices));
   }
   return { before, after };

@@ -1,0 +1,87 @@
+import t from 'tap';
+import { buildDesired, diff, withServices } from '../../agent/desired.ts';
+import { EMPTY_LISTING, deviceLines, renderDelta, renderFull, type RenderOptions } from '../../agent/render.ts';
+import { parseAddress, type Address } from '../../agent/address.ts';
+import { entry, golden, svc } from '../helpers/agent.ts';
+
+const node: Address[] = [parseAddress('192.168.1.10')!, parseAddress('fd00:1::10')!];
+const on: RenderOptions = { flowtable: true, devices: ['eth0', 'veth12ab'], counter: true };
+const degraded: RenderOptions = { flowtable: false, devices: [], counter: true };
+
+const cases: Array<[string, Parameters<typeof entry>[0][], RenderOptions]> = [
+  ['clusterip-v4.nft', [{ name: 'web', namespace: 'shop' }], on],
+  ['clusterip-v6.nft', [{ name: 'web6', clusterIPs: ['fd00:96::a'] }], on],
+  ['dual-stack.nft', [{ name: 'ds', clusterIPs: ['10.96.0.11', 'FD00:96:0:0::B'] }], on],
+  ['multi-port-udp.nft', [{ name: 'dns', clusterIPs: ['10.96.0.53'], ports: [{ port: 53, protocol: 'UDP' }, { port: 53, protocol: 'TCP' }, { port: 9153 }, { port: 7, protocol: 'SCTP' }] }], on],
+  ['external-lb-nodeport.nft', [{ name: 'edge', type: 'LoadBalancer', externalIPs: ['192.0.2.10'], lbIPs: ['198.51.100.7', '2001:db8::7'], ports: [{ port: 443, nodePort: 30443 }, { port: 8443, protocol: 'UDP', nodePort: 30444 }] }], on],
+  ['thresholds.nft', [{ name: 'a', clusterIPs: ['10.96.0.1'], threshold: '0' }, { name: 'b', clusterIPs: ['10.96.0.2'], threshold: '1000000' }, { name: 'c', clusterIPs: ['10.96.0.3'] }], on],
+  ['shared-address.nft', [{ name: 'x', clusterIPs: ['10.96.0.5'], externalIPs: ['192.0.2.50'], ports: [{ port: 80 }] }, { name: 'y', clusterIPs: ['10.96.0.6'], externalIPs: ['192.0.2.50'], ports: [{ port: 443 }] }], on],
+  ['empty.nft', [], on],
+  ['degraded.nft', [{ name: 'web', namespace: 'shop', ports: [{ port: 80, nodePort: 30080 }] }], degraded],
+];
+
+t.test('golden renderings', async (t) => {
+  for (const [file, specs, opts] of cases) {
+    const state = buildDesired(specs.map((s) => entry(s)), node);
+    const text = renderFull(state, opts, EMPTY_LISTING);
+    t.equal(text, golden(file, text), file);
+  }
+});
+
+t.test('degraded: no flowtable and no flow add, counters kept', async (t) => {
+  const text = renderFull(buildDesired([entry({ name: 'web' })], node), degraded);
+  t.notMatch(text, /flowtable|flow add/);
+  t.match(text, /counter name "s_[0-9a-f]{16}"/);
+});
+
+t.test('full sync over an existing table keeps the flowtable and prunes what is not desired', async (t) => {
+  const state = buildDesired([entry({ name: 'web' })], node);
+  const current = {
+    chains: new Set(['classify', 'a_0000000000000000', 'rogue']),
+    counters: new Set(['s_1111111111111111']),
+    maps: new Set(['vips4', 'vips6', 'extra']),
+    sets: new Set(['junk']),
+    flowtables: new Map([['fastpath', { devices: ['eth0', 'gone0'] }], ['other', { devices: [] }]]),
+  };
+  const text = renderFull(state, on, current);
+  t.notMatch(text, /add flowtable inet flowhint fastpath \{ hook ingress priority filter; devices = \{ "eth0"/, 'flowtable not recreated');
+  t.notMatch(text, /delete flowtable inet flowhint fastpath$/m);
+  t.match(text, /delete flowtable inet flowhint fastpath \{ devices = \{ "gone0" \}; \}/);
+  t.match(text, /add flowtable inet flowhint fastpath \{ hook ingress priority filter; devices = \{ "veth12ab" \}; \}/);
+  t.match(text, /delete flowtable inet flowhint other/);
+  for (const c of ['a_0000000000000000', 'rogue']) {
+    t.ok(text.indexOf(`flush chain inet flowhint ${c}`) < text.indexOf(`delete chain inet flowhint ${c}`), `${c} flushed before deleted`);
+  }
+  t.match(text, /delete map inet flowhint extra/);
+  t.match(text, /delete set inet flowhint junk/);
+  t.match(text, /delete counter inet flowhint s_1111111111111111/);
+});
+
+t.test('device lines', async (t) => {
+  t.same(deviceLines(['a', 'b'], ['b', 'c']), [
+    'delete flowtable inet flowhint fastpath { devices = { "a" }; }',
+    'add flowtable inet flowhint fastpath { hook ingress priority filter; devices = { "c" }; }',
+  ]);
+  t.same(deviceLines(['a'], ['a']), []);
+  t.same(deviceLines([], ['bad"name', 'ok']), ['add flowtable inet flowhint fastpath { hook ingress priority filter; devices = { "ok" }; }']);
+});
+
+t.test('incremental: one changed Service touches only its chains', async (t) => {
+  const many = Array.from({ length: 50 }, (_, i) => entry({ name: `s${i}`, clusterIPs: [`10.96.1.${i + 1}`] }));
+  const before = buildDesired(many, node);
+  const changed = entry({ name: 's7', clusterIPs: ['10.96.1.8'], threshold: '500' });
+  const after = withServices(before, new Map([[changed.id, changed]]));
+  const text = renderDelta(diff(before, after, [changed.id]), on);
+  t.equal(text.split('\n').filter(Boolean).length, 3, text);
+  t.match(text, /flush chain inet flowhint a_[0-9a-f]{16}\n/);
+  t.match(text, /ct packets > 500 /);
+  const added = entry({ name: 'new', clusterIPs: ['10.96.9.9'] });
+  const plus = withServices(after, new Map([[added.id, added]]));
+  const addText = renderDelta(diff(after, plus, [added.id]), on);
+  t.match(addText, /^add counter inet flowhint s_[0-9a-f]{16}\nadd chain/);
+  t.match(addText, /add element inet flowhint vips4 \{ 10\.96\.9\.9 : goto a_[0-9a-f]{16} \}/);
+  const minus = withServices(plus, new Map([[added.id, undefined]]));
+  const delText = renderDelta(diff(plus, minus, [added.id]), on);
+  t.match(delText, /^delete element inet flowhint vips4 \{ 10\.96\.9\.9 \}\ndelete chain inet flowhint a_[0-9a-f]{16}\ndelete counter/);
+  t.equal(renderDelta(diff(minus, minus, [added.id]), on), '', 'no change, no transaction');
+});

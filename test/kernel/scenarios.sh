@@ -1,0 +1,162 @@
+#!/bin/bash
+# `npm run test:kernel` scenarios, run inside the flowtable VM (see vm.ts, run.ts).
+# The real agent programs the node namespace; every assertion reads the kernel's own
+# conntrack table ([OFFLOAD]) and the agent's `status --json`.
+set -u
+cd "$(dirname "$0")/../.."
+. test/kernel/topology.sh
+
+PASS=0; FAIL=0; N=0
+ok() { N=$((N+1)); PASS=$((PASS+1)); echo "ok $N - $*"; }
+notok() { N=$((N+1)); FAIL=$((FAIL+1)); echo "not ok $N - $*"; }
+check() { local desc=$1; shift; if "$@"; then ok "$desc"; else notok "$desc"; fi; }
+
+DIR=/run/fh/services; STATE=/run/fh/state; LOGS=/tmp/fh-logs
+mkdir -p $DIR $STATE $LOGS
+FH="node bin/flowhint.ts"
+agent_once() { nsx $NODE $FH agent --services-dir $DIR --once --state-dir $STATE "$@" >> $LOGS/agent.log 2>&1; }
+status_json() { nsx $NODE $FH status --json --state-dir $STATE; }
+offloaded() { nsx $NODE conntrack -L 2>/dev/null | grep '\[OFFLOAD\]' | grep -- "$1" | grep -c -- "$2"; }
+is_offloaded() { [ "$(offloaded "$1" "$2")" -gt 0 ]; }
+not_offloaded() { [ "$(offloaded "$1" "$2")" -eq 0 ]; }
+# The status file, as `flowhint status --json` shows it minus the live conntrack counts.
+state_json() { cat $STATE/status.json; }
+
+# Bulk TCP through an address for $3 seconds in the background; sets BULK.
+bulk() { local ns=$1 target=$2 secs=$3; shift 3; nsx $ns iperf3 -c "$target" "$@" -t "$secs" > $LOGS/iperf-$RANDOM.log 2>&1 & BULK=$!; }
+
+svc_a() {
+  cat > $DIR/svc-a.yaml <<YAML
+apiVersion: v1
+kind: Service
+metadata:
+  name: svc-a
+  namespace: demo
+  annotations: {flowhint.dev/traffic-hint: " longlived"$1}
+spec:
+  type: LoadBalancer
+  clusterIP: 10.96.0.10
+  clusterIPs: [10.96.0.10, "fd00:96::10"]
+  ipFamilies: [IPv4, IPv6]
+  ipFamilyPolicy: RequireDualStack
+  ports:
+  - {name: http, port: 80, protocol: TCP, nodePort: 30080}
+  - {name: echo, port: 7000, protocol: TCP, nodePort: 30700}
+  - {name: dns, port: 53, protocol: UDP, nodePort: 30053}
+status:
+  loadBalancer:
+    ingress: [{ip: 192.0.2.100}]
+YAML
+}
+
+topology_up
+echo "# topology up"
+
+# --- hinted, unhinted, invalid ------------------------------------------------------
+svc_a ""
+write_service $DIR svc-b 10.96.0.20 ""
+write_service $DIR svc-bad 10.96.0.40 'flowhint.dev/traffic-hint: Turbo'
+check "agent --once exits 0" agent_once
+S=$(state_json)
+check "status: node supported" [ "$(echo "$S" | jq -r .node.mode)" = supported ]
+check "status: conntrack accounting on" [ "$(echo "$S" | jq -r .node.conntrackAccounting.enabled)" = true ]
+check "status: svc-a programmed, svc-b and svc-bad not" [ "$(echo "$S" | jq -r '[.services[].service] | join(",")')" = demo/svc-a ]
+check "status: the invalid hint is reported with its code" [ "$(echo "$S" | jq -r '[.invalid[] | .service + ":" + .code] | join(",")')" = demo/svc-bad:FH_HINT_UNSUPPORTED ]
+check "status: devices n0 and n1 tracked" [ "$(echo "$S" | jq -r '.devices | join(",")')" = n0,n1 ]
+
+bulk $CLIENT 10.96.0.10 -p 80 8; sleep 4
+check "TCP ClusterIP: bulk transfer offloaded" is_offloaded "dst=10.96.0.10" "dport=80"
+check "status: offloaded-now counts it" [ "$(status_json | jq -r '.services[0].offloadedNow')" -ge 1 ]
+wait $BULK
+bulk $CLIENT 10.96.0.20 -p 80 6; sleep 4
+check "unhinted Service on the same node: never offloaded" not_offloaded "dst=10.96.0.20" "dport=80"
+wait $BULK
+bulk $CLIENT 10.96.0.40 -p 80 6; sleep 4
+check "invalid hint: not programmed, not offloaded" not_offloaded "dst=10.96.0.40" "dport=80"
+wait $BULK
+
+nsx $CLIENT node test/kernel/traffic.ts udp 10.96.0.10 53 40 8 & U=$!; sleep 6
+check "UDP: flow offloaded" is_offloaded "dst=10.96.0.10" "dport=53"
+wait $U
+
+bulk $CLIENT fd00:96::10 -p 80 8; sleep 4
+check "IPv6 (dual-stack Service): offloaded" is_offloaded "dst=fd00:96::10" "dport=80"
+wait $BULK
+
+bulk $CLIENT 10.0.1.1 -p 30080 8; sleep 4
+check "NodePort from outside the node, to the node's address: offloaded" is_offloaded "dst=10.0.1.1" "dport=30080"
+wait $BULK
+
+bulk $CLIENT 192.0.2.100 -p 80 8; sleep 4
+check "LoadBalancer ingress IP: offloaded" is_offloaded "dst=192.0.2.100" "dport=80"
+wait $BULK
+
+# --- per-Service threshold ------------------------------------------------------------
+write_service $DIR svc-t 10.96.0.30 'flowhint.dev/traffic-hint: LongLived, flowhint.dev/offload-after-packets: "1000"'
+check "agent --once with a threshold Service" agent_once
+P=/tmp/phase; mkdir -p $P; rm -f $P/*
+nsx $CLIENT node test/kernel/traffic.ts tcp 10.96.0.30 7000 50 1500 $P & T=$!
+for _ in $(seq 100); do [ -e $P/phase1 ] && break; sleep 0.2; done
+CT=$(nsx $NODE conntrack -L -d 10.96.0.30 -p tcp --dport 7000 -o extended 2>/dev/null)
+echo "# after phase 1: $CT"
+check "threshold 1000: not offloaded after 50 round trips (~100 packets)" not_offloaded "dst=10.96.0.30" "dport=7000"
+touch $P/go
+for _ in $(seq 300); do [ -e $P/phase2 ] && break; sleep 0.2; done
+check "threshold 1000: offloaded after 1500 more round trips" is_offloaded "dst=10.96.0.30" "dport=7000"
+kill $T 2>/dev/null; wait $T 2>/dev/null
+
+# --- agent restart keeps offloaded flows ----------------------------------------------
+bulk $CLIENT 10.96.0.10 -p 80 30; sleep 4
+check "restart: a flow is offloaded before" is_offloaded "dst=10.96.0.10" "dport=80"
+BEFORE_FT=$(nsx $NODE nft -a list flowtables | grep -o 'handle [0-9]*')
+BEFORE=$(nsx $NODE nft list table inet flowhint | sed 's/packets [0-9]* bytes [0-9]*//')
+nsx $NODE $FH agent --services-dir $DIR --state-dir $STATE >> $LOGS/agent-long.log 2>&1 & A=$!
+sleep 8
+kill -TERM $A; wait $A; RC=$?
+check "agent exits 0 on SIGTERM" [ $RC -eq 0 ]
+check "rules stay after SIGTERM" nsx $NODE nft list table inet flowhint
+check "agent --once again" agent_once
+AFTER_FT=$(nsx $NODE nft -a list flowtables | grep -o 'handle [0-9]*')
+AFTER=$(nsx $NODE nft list table inet flowhint | sed 's/packets [0-9]* bytes [0-9]*//')
+check "restart: the flowtable is not recreated ($BEFORE_FT)" [ "$BEFORE_FT" = "$AFTER_FT" ]
+check "restart: the ruleset is unchanged" [ "$BEFORE" = "$AFTER" ]
+check "restart: the connection is still offloaded" is_offloaded "dst=10.96.0.10" "dport=80"
+kill $BULK 2>/dev/null; wait $BULK 2>/dev/null
+
+# --- device churn, with a running agent -----------------------------------------------
+nsx $NODE $FH agent --services-dir $DIR --state-dir $STATE >> $LOGS/agent-long.log 2>&1 & A=$!
+sleep 6
+ip netns add client2; nsx client2 ip link set lo up
+ip link add c2 netns client2 type veth peer name n2 netns $NODE
+nsx client2 ip addr add 10.0.3.2/24 dev c2; nsx $NODE ip addr add 10.0.3.1/24 dev n2
+nsx client2 ip link set c2 up; nsx $NODE ip link set n2 up
+nsx client2 ip route add default via 10.0.3.1
+for _ in $(seq 50); do nsx $NODE nft list flowtable inet flowhint fastpath | grep -q n2 && break; sleep 0.3; done
+check "device churn: a veth created after the agent started joins the flowtable" bash -c "ip netns exec $NODE nft list flowtable inet flowhint fastpath | grep -q n2"
+bulk client2 10.96.0.10 -p 80 8; sleep 4
+check "device churn: and carries offloaded flows" is_offloaded "src=10.0.3.2" "dst=10.96.0.10"
+wait $BULK
+ip netns del client2
+sleep 3
+write_service $DIR svc-c 10.96.0.50 'flowhint.dev/traffic-hint: LongLived'
+for _ in $(seq 100); do state_json | grep -q demo/svc-c && break; sleep 0.3; done
+S=$(state_json)
+check "device churn: a deleted veth does not break the next sync" [ "$(echo "$S" | jq -r '"\(.lastSync.ok):" + ([.services[].service] | join(","))')" = "true:demo/svc-a,demo/svc-c,demo/svc-t" ]
+check "device churn: the deleted veth left the flowtable" [ "$(echo "$S" | jq -r '.devices | join(",")')" = n0,n1 ]
+
+# --- removing the hint ----------------------------------------------------------------
+write_service $DIR svc-a 10.96.0.10 ""
+for _ in $(seq 100); do state_json | grep -q demo/svc-a || break; sleep 0.3; done
+check "hint removed: no longer in status" bash -c "! ip netns exec $NODE $FH status --json --state-dir $STATE | grep -q demo/svc-a"
+bulk $CLIENT 10.96.0.10 -p 80 6; sleep 4
+check "hint removed: new connections are not offloaded" not_offloaded "dst=10.96.0.10" "dport=80"
+wait $BULK
+kill -TERM $A; wait $A
+check "cleanup deletes the table" nsx $NODE $FH cleanup
+check "no table after cleanup" bash -c "! ip netns exec $NODE nft list table inet flowhint 2>/dev/null"
+
+echo "# agent log (tail):"; tail -n 20 $LOGS/agent.log | sed 's/^/#   /'
+if [ $FAIL -gt 0 ]; then echo "# long-running agent log:"; tail -n 60 $LOGS/agent-long.log | sed 's/^/#   /'; fi
+echo "1..$N"
+echo "$PASS passed, $FAIL failed"
+[ $FAIL -eq 0 ]

@@ -26,7 +26,7 @@ import { listLinks, listNodeAddresses, selectDevices, type DeviceFilter } from '
 import type { AgentMetrics } from './metrics.ts';
 import { NftError, type Nft, type ReadTable } from './nft.ts';
 import { ensureConntrackAccounting, probeFlowtable, type AcctResult } from './probe.ts';
-import { BASE_CHAIN, FAMILY, MAP, TABLE, addressChain, counterName, deviceLines, renderDeleteTable, renderDelta, renderFull, type RenderOptions } from './render.ts';
+import { BASE_CHAIN, FAMILY, FLOWTABLE, MAP, TABLE, addressChain, counterName, deviceLines, renderDeleteTable, renderDelta, renderFull, type RenderOptions } from './render.ts';
 import type { Source, SourceEvent } from './sources/source.ts';
 import { servicesStatus, writeStatus, type StatusDoc } from './status.ts';
 
@@ -114,6 +114,7 @@ export class Agent {
     await this.o.source.start({
       events: (events) => this.onEvents(events),
       synced: () => this.resolveSynced(),
+      refused: (key, refusal) => this.onRefused(key, refusal),
     });
     await this.syncedOnce;
   }
@@ -180,6 +181,26 @@ export class Agent {
     else this.log.error({ detail: this.acct.detail }, 'conntrack accounting is off: offload-after-packets thresholds cannot pass');
   }
 
+  /** A refusal by the source itself: same bookkeeping as one by the reader. */
+  private onRefused(key: string, refusal: { code: string; reason: string } | undefined): void {
+    if (!refusal) {
+      this.invalid.delete(key);
+    } else {
+      this.noteInvalid(key, refusal.code, refusal.reason);
+    }
+    void this.saveStatus();
+  }
+
+  private noteInvalid(key: string, code: string, reason: string): void {
+    const warnKey = `${key}|${code}|${reason}`;
+    if (!this.warned.has(warnKey)) {
+      this.warned.add(warnKey);
+      this.o.metrics.invalidHints.inc({ code });
+      this.log.warn({ service: key, code, reason }, 'hint not usable; Service not programmed');
+    }
+    this.invalid.set(key, { code, reason });
+  }
+
   private onEvents(events: readonly SourceEvent[]): void {
     const updates = new Map<string, ServiceEntry | undefined>();
     for (const ev of events) {
@@ -204,13 +225,7 @@ export class Agent {
           this.invalid.delete(ev.key);
           continue;
         }
-        const warnKey = `${ev.key}|${r.code}|${r.reason}`;
-        if (!this.warned.has(warnKey)) {
-          this.warned.add(warnKey);
-          this.o.metrics.invalidHints.inc({ code: r.code });
-          this.log.warn({ service: ev.key, code: r.code, reason: r.reason }, 'hint not usable; Service not programmed');
-        }
-        this.invalid.set(ev.key, { code: r.code, reason: r.reason });
+        this.noteInvalid(ev.key, r.code, r.reason);
       }
     }
     if (updates.size === 0) return;
@@ -337,11 +352,14 @@ export class Agent {
     if (!this.supported) return;
     const devices = await this.currentDevices();
     if (devices.join(',') === this.appliedDevices.join(',')) return;
-    const lines = deviceLines(this.appliedDevices, devices);
     const started = performance.now();
     await (this.inflight = this.inflight.then(async () => {
       try {
-        await this.o.nft.apply(`${lines.join('\n')}\n`);
+        // The kernel drops a deleted device from the flowtable by itself: start from what
+        // the flowtable holds now, not from what we last wrote.
+        const inKernel = (await this.o.nft.read())?.flowtables.get(FLOWTABLE)?.devices ?? this.appliedDevices;
+        const lines = deviceLines(inKernel, devices);
+        if (lines.length > 0) await this.o.nft.apply(`${lines.join('\n')}\n`);
         this.log.info({ added: devices.filter((d) => !this.appliedDevices.includes(d)), removed: this.appliedDevices.filter((d) => !devices.includes(d)) }, 'flowtable devices updated in place');
         this.appliedDevices = devices;
         this.lastSync = { kind: 'devices', ok: true, durationMs: performance.now() - started };
@@ -417,5 +435,5 @@ export function matches(current: ReadTable | undefined, target: DesiredState, fl
   for (const key of keys) if ((current.ruleCounts.get(addressChain(key)) ?? 0) !== (rulesFor(target, key)?.rules.length ?? 0)) return false;
   const v4 = keys.filter((k) => k.startsWith('ip ')).length;
   if ((current.elementCounts.get(MAP.ip) ?? 0) !== v4 || (current.elementCounts.get(MAP.ip6) ?? 0) !== keys.length - v4) return false;
-  return current.flowtables.has('fastpath') === flowtable;
+  return current.flowtables.has(FLOWTABLE) === flowtable;
 }

@@ -95,6 +95,12 @@ export async function agentCommand(argv: string[]): Promise<number> {
     AGENT_USAGE,
   );
   const logger = createLogger('flowhint-agent');
+  // Handle SIGTERM from the very start: one that arrives during start-up still ends in a
+  // clean stop (watches closed, rules left in place) and exit 0.
+  const stopSignal = new Promise<string>((resolve) => {
+    process.once('SIGTERM', () => resolve('SIGTERM'));
+    process.once('SIGINT', () => resolve('SIGINT'));
+  });
   const metrics = createAgentMetrics();
   const run = runnerFor(f.netns);
   // @kubernetes/client-node is large; load it only when Services come from the API server.
@@ -136,10 +142,7 @@ export async function agentCommand(argv: string[]): Promise<number> {
     },
   });
   agent.startLoops();
-  const signal = await new Promise<string>((resolve) => {
-    process.once('SIGTERM', () => resolve('SIGTERM'));
-    process.once('SIGINT', () => resolve('SIGINT'));
-  });
+  const signal = await stopSignal;
   logger.info({ signal }, 'stopping watches');
   await agent.stop({ cleanup: f['cleanup-on-exit'] });
   await server.close();

@@ -20,6 +20,8 @@ export interface Rejection {
   readonly file: string;
   readonly document: number;
   readonly key: string | undefined;
+  /** A stable code: api/ validation's, or FH_MANIFEST_* for what is not a readable Service. */
+  readonly code: string;
   readonly reason: string;
 }
 
@@ -47,7 +49,7 @@ export function parseManifests(file: string, text: string): { services: Array<[s
   try {
     docs = loadAll(text);
   } catch (err) {
-    return { services, rejected: [{ file, document: 0, key: undefined, reason: `not valid YAML/JSON: ${errorMessage(err).split('\n')[0]}` }], ignored };
+    return { services, rejected: [{ file, document: 0, key: undefined, code: 'FH_MANIFEST_UNPARSABLE', reason: `not valid YAML/JSON: ${errorMessage(err).split('\n')[0]}` }], ignored };
   }
   // `kind: List` (as `kubectl get -o yaml` writes) contributes its items.
   const flat = docs.flatMap((d) => {
@@ -62,17 +64,17 @@ export function parseManifests(file: string, text: string): { services: Array<[s
     }
     const key = objectKey(doc);
     if (!key) {
-      rejected.push({ file, document: i, key, reason: 'metadata.name is required' });
+      rejected.push({ file, document: i, key, code: 'FH_MANIFEST_UNNAMED', reason: 'metadata.name is required' });
       return;
     }
     const defaulted = applyDefaults(doc);
     if (defaulted.kind === 'skipped') {
-      rejected.push({ file, document: i, key, reason: defaulted.reason });
+      rejected.push({ file, document: i, key, code: 'FH_SERVICE_UNREADABLE', reason: defaulted.reason });
       return;
     }
     const { errors } = validateService(defaulted.object);
     if (errors.length > 0) {
-      rejected.push({ file, document: i, key, reason: errors.map((e) => `${e.field}: ${e.message}`).join('; ') });
+      rejected.push({ file, document: i, key, code: errors[0]?.code ?? 'FH_SERVICE_UNREADABLE', reason: errors.map((e) => `${e.field}: ${e.message}`).join('; ') });
       return;
     }
     services.push([key, defaulted.object]);
@@ -92,12 +94,12 @@ export async function readServicesDir(dir: string): Promise<DirectoryRead> {
       text = await readFile(file, 'utf8');
     } catch (err) {
       // Removed between readdir and read, or a directory named *.yaml.
-      rejected.push({ file, document: 0, key: undefined, reason: errorMessage(err) });
+      rejected.push({ file, document: 0, key: undefined, code: 'FH_MANIFEST_UNREADABLE', reason: errorMessage(err) });
       continue;
     }
     const r = parseManifests(file, text);
     for (const [key, obj] of r.services) {
-      if (services.has(key)) rejected.push({ file, document: -1, key, reason: `duplicate Service ${key}: an earlier file defines it; this one is ignored` });
+      if (services.has(key)) rejected.push({ file, document: -1, key, code: 'FH_MANIFEST_DUPLICATE', reason: `duplicate Service ${key}: an earlier file defines it; this one is ignored` });
       else services.set(key, obj);
     }
     rejected.push(...r.rejected);
@@ -118,6 +120,7 @@ export class FileSource implements Source {
   private readonly o: FileSourceOptions;
   private current = new Map<string, string>();
   private reported = new Set<string>();
+  private refusedKeys = new Set<string>();
   private watcher: FSWatcher | undefined;
   private timer: NodeJS.Timeout | undefined;
   private debounce: NodeJS.Timeout | undefined;
@@ -177,10 +180,18 @@ export class FileSource implements Source {
       const id = `${r.file}#${r.document}:${r.reason}`;
       nowReported.add(id);
       if (this.reported.has(id)) continue;
-      this.o.logger.warn({ file: r.file, document: r.document, service: r.key, reason: r.reason }, 'manifest rejected; not programmed');
+      this.o.logger.warn({ file: r.file, document: r.document, service: r.key, code: r.code, reason: r.reason }, 'manifest rejected; not programmed');
       this.o.onRejected?.(r);
     }
     this.reported = nowReported;
+    const refusedNow = new Set<string>();
+    for (const r of read.rejected) {
+      if (r.key === undefined || read.services.has(r.key)) continue;
+      refusedNow.add(r.key);
+      this.sink?.refused?.(r.key, { code: r.code, reason: r.reason });
+    }
+    for (const key of this.refusedKeys) if (!refusedNow.has(key)) this.sink?.refused?.(key, undefined);
+    this.refusedKeys = refusedNow;
     const events: SourceEvent[] = [];
     const next = new Map<string, string>();
     for (const [key, obj] of read.services) {

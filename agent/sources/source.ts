@@ -9,6 +9,11 @@ export interface SourceSink {
   events(events: readonly SourceEvent[]): void;
   /** The source has delivered its complete initial state (first list, or first directory read). */
   synced(): void;
+  /**
+   * A Service the source itself refused (the file source validates, having no webhook in
+   * front of it); `undefined` code clears an earlier refusal for that key.
+   */
+  refused?(key: string, refusal: { code: string; reason: string } | undefined): void;
 }
 
 export interface Source {

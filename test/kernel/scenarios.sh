@@ -8,7 +8,12 @@ cd "$(dirname "$0")/../.."
 
 PASS=0; FAIL=0; N=0
 ok() { N=$((N+1)); PASS=$((PASS+1)); echo "ok $N - $*"; }
-notok() { N=$((N+1)); FAIL=$((FAIL+1)); echo "not ok $N - $*"; }
+notok() {
+  N=$((N+1)); FAIL=$((FAIL+1)); echo "not ok $N - $*"
+  # What the kernel saw, so a failure is readable from CI's output alone.
+  ip netns exec $NODE conntrack -L 2>/dev/null | sed 's/^/#   conntrack: /' | head -20
+  [ -n "${BULKLOG:-}" ] && [ -f "$BULKLOG" ] && tail -n 5 "$BULKLOG" | sed 's/^/#   iperf3: /'
+}
 check() { local desc=$1; shift; if "$@"; then ok "$desc"; else notok "$desc"; fi; }
 
 DIR=/run/fh/services; STATE=/run/fh/state; LOGS=/tmp/fh-logs
@@ -21,9 +26,11 @@ is_offloaded() { [ "$(offloaded "$1" "$2")" -gt 0 ]; }
 not_offloaded() { [ "$(offloaded "$1" "$2")" -eq 0 ]; }
 # The status file, as `flowhint status --json` shows it minus the live conntrack counts.
 state_json() { cat $STATE/status.json; }
+# Until the agent with pid $1 has written its status after a sync.
+wait_agent() { for _ in $(seq 300); do [ "$(jq -r .pid $STATE/status.json 2>/dev/null)" = "$1" ] && return 0; sleep 0.2; done; echo "# agent $1 did not sync"; return 1; }
 
 # Bulk TCP through an address for $3 seconds in the background; sets BULK.
-bulk() { local ns=$1 target=$2 secs=$3; shift 3; nsx $ns iperf3 -c "$target" "$@" -t "$secs" > $LOGS/iperf-$RANDOM.log 2>&1 & BULK=$!; }
+bulk() { local ns=$1 target=$2 secs=$3; shift 3; BULKLOG=$LOGS/iperf-$RANDOM.log; ip netns exec $ns iperf3 -c "$target" "$@" -t "$secs" > $BULKLOG 2>&1 & BULK=$!; }
 
 svc_a() {
   cat > $DIR/svc-a.yaml <<YAML
@@ -64,14 +71,14 @@ check "status: svc-a programmed, svc-b and svc-bad not" [ "$(echo "$S" | jq -r '
 check "status: the invalid hint is reported with its code" [ "$(echo "$S" | jq -r '[.invalid[] | .service + ":" + .code] | join(",")')" = demo/svc-bad:FH_HINT_UNSUPPORTED ]
 check "status: devices n0 and n1 tracked" [ "$(echo "$S" | jq -r '.devices | join(",")')" = n0,n1 ]
 
-bulk $CLIENT 10.96.0.10 -p 80 8; sleep 4
+bulk $CLIENT 10.96.0.10 20 -p 80; sleep 4
 check "TCP ClusterIP: bulk transfer offloaded" is_offloaded "dst=10.96.0.10" "dport=80"
 check "status: offloaded-now counts it" [ "$(status_json | jq -r '.services[0].offloadedNow')" -ge 1 ]
-wait $BULK
-bulk $CLIENT 10.96.0.20 -p 80 6; sleep 4
+kill $BULK 2>/dev/null; wait $BULK 2>/dev/null
+bulk $CLIENT 10.96.0.20 6 -p 80; sleep 4
 check "unhinted Service on the same node: never offloaded" not_offloaded "dst=10.96.0.20" "dport=80"
 wait $BULK
-bulk $CLIENT 10.96.0.40 -p 80 6; sleep 4
+bulk $CLIENT 10.96.0.40 6 -p 80; sleep 4
 check "invalid hint: not programmed, not offloaded" not_offloaded "dst=10.96.0.40" "dport=80"
 wait $BULK
 
@@ -79,15 +86,15 @@ nsx $CLIENT node test/kernel/traffic.ts udp 10.96.0.10 53 40 8 & U=$!; sleep 6
 check "UDP: flow offloaded" is_offloaded "dst=10.96.0.10" "dport=53"
 wait $U
 
-bulk $CLIENT fd00:96::10 -p 80 8; sleep 4
+bulk $CLIENT fd00:96::10 8 -p 80; sleep 4
 check "IPv6 (dual-stack Service): offloaded" is_offloaded "dst=fd00:96::10" "dport=80"
 wait $BULK
 
-bulk $CLIENT 10.0.1.1 -p 30080 8; sleep 4
+bulk $CLIENT 10.0.1.1 8 -p 30080; sleep 4
 check "NodePort from outside the node, to the node's address: offloaded" is_offloaded "dst=10.0.1.1" "dport=30080"
 wait $BULK
 
-bulk $CLIENT 192.0.2.100 -p 80 8; sleep 4
+bulk $CLIENT 192.0.2.100 8 -p 80; sleep 4
 check "LoadBalancer ingress IP: offloaded" is_offloaded "dst=192.0.2.100" "dport=80"
 wait $BULK
 
@@ -106,12 +113,12 @@ check "threshold 1000: offloaded after 1500 more round trips" is_offloaded "dst=
 kill $T 2>/dev/null; wait $T 2>/dev/null
 
 # --- agent restart keeps offloaded flows ----------------------------------------------
-bulk $CLIENT 10.96.0.10 -p 80 30; sleep 4
+bulk $CLIENT 10.96.0.10 600 -p 80; sleep 4
 check "restart: a flow is offloaded before" is_offloaded "dst=10.96.0.10" "dport=80"
 BEFORE_FT=$(nsx $NODE nft -a list flowtables | grep -o 'handle [0-9]*')
 BEFORE=$(nsx $NODE nft list table inet flowhint | sed 's/packets [0-9]* bytes [0-9]*//')
-nsx $NODE $FH agent --services-dir $DIR --state-dir $STATE >> $LOGS/agent-long.log 2>&1 & A=$!
-sleep 8
+ip netns exec $NODE $FH agent --services-dir $DIR --state-dir $STATE >> $LOGS/agent-long.log 2>&1 & A=$!
+wait_agent $A
 kill -TERM $A; wait $A; RC=$?
 check "agent exits 0 on SIGTERM" [ $RC -eq 0 ]
 check "rules stay after SIGTERM" nsx $NODE nft list table inet flowhint
@@ -124,8 +131,8 @@ check "restart: the connection is still offloaded" is_offloaded "dst=10.96.0.10"
 kill $BULK 2>/dev/null; wait $BULK 2>/dev/null
 
 # --- device churn, with a running agent -----------------------------------------------
-nsx $NODE $FH agent --services-dir $DIR --state-dir $STATE >> $LOGS/agent-long.log 2>&1 & A=$!
-sleep 6
+ip netns exec $NODE $FH agent --services-dir $DIR --state-dir $STATE >> $LOGS/agent-long.log 2>&1 & A=$!
+wait_agent $A
 ip netns add client2; nsx client2 ip link set lo up
 ip link add c2 netns client2 type veth peer name n2 netns $NODE
 nsx client2 ip addr add 10.0.3.2/24 dev c2; nsx $NODE ip addr add 10.0.3.1/24 dev n2
@@ -133,7 +140,7 @@ nsx client2 ip link set c2 up; nsx $NODE ip link set n2 up
 nsx client2 ip route add default via 10.0.3.1
 for _ in $(seq 50); do nsx $NODE nft list flowtable inet flowhint fastpath | grep -q n2 && break; sleep 0.3; done
 check "device churn: a veth created after the agent started joins the flowtable" bash -c "ip netns exec $NODE nft list flowtable inet flowhint fastpath | grep -q n2"
-bulk client2 10.96.0.10 -p 80 8; sleep 4
+bulk client2 10.96.0.10 8 -p 80; sleep 4
 check "device churn: and carries offloaded flows" is_offloaded "src=10.0.3.2" "dst=10.96.0.10"
 wait $BULK
 ip netns del client2
@@ -148,7 +155,7 @@ check "device churn: the deleted veth left the flowtable" [ "$(echo "$S" | jq -r
 write_service $DIR svc-a 10.96.0.10 ""
 for _ in $(seq 100); do state_json | grep -q demo/svc-a || break; sleep 0.3; done
 check "hint removed: no longer in status" bash -c "! ip netns exec $NODE $FH status --json --state-dir $STATE | grep -q demo/svc-a"
-bulk $CLIENT 10.96.0.10 -p 80 6; sleep 4
+bulk $CLIENT 10.96.0.10 6 -p 80; sleep 4
 check "hint removed: new connections are not offloaded" not_offloaded "dst=10.96.0.10" "dport=80"
 wait $BULK
 kill -TERM $A; wait $A

@@ -1,0 +1,165 @@
+/** The Kubernetes source (client-node informer) against the list/watch FAKE in test/helpers. */
+import t from 'tap';
+import { KubeConfig } from '@kubernetes/client-node';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { KubeSource } from '../../agent/sources/kube.ts';
+import type { SourceEvent } from '../../agent/sources/source.ts';
+import { silentLogger } from '../../lib/log.ts';
+import { FakeApiServer } from '../helpers/fake-apiserver.ts';
+
+const HINT = 'flowhint.dev/traffic-hint';
+
+function service(name: string, hinted = true, port = 80) {
+  const labels: Record<string, string> = hinted ? { [HINT]: 'LongLived' } : { app: name };
+  const annotations: Record<string, string> = hinted ? { [HINT]: 'LongLived' } : {};
+  return {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name, namespace: 'demo', labels, annotations },
+    spec: { clusterIP: '10.96.0.10', clusterIPs: ['10.96.0.10'], ports: [{ port, protocol: 'TCP' }] },
+  };
+}
+
+async function until(what: string, cond: () => boolean, ms = 10_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+async function setup(t: { teardown: (fn: () => Promise<void> | void) => void }) {
+  const api = new FakeApiServer();
+  await api.start();
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: 'fake', server: api.url, skipTLSVerify: true }],
+    users: [{ name: 'u', token: 'x' }],
+    contexts: [{ name: 'c', cluster: 'fake', user: 'u' }],
+    currentContext: 'c',
+  });
+  const state = new Map<string, unknown>();
+  const events: SourceEvent[] = [];
+  let synced = 0;
+  let restarts = 0;
+  const source = new KubeSource({ kubeConfig: kc, logger: silentLogger(), onRestart: () => (restarts += 1), backoff: { initialMs: 20, maxMs: 200 } });
+  const start = () =>
+    source.start({
+      events: (evs) => {
+        for (const e of evs) {
+          events.push(e);
+          if (e.type === 'upsert') state.set(e.key, e.object);
+          else state.delete(e.key);
+        }
+      },
+      synced: () => (synced += 1),
+    });
+  t.teardown(async () => {
+    await source.stop();
+    await api.stop();
+  });
+  return { api, source, state, events, start, synced: () => synced, restarts: () => restarts };
+}
+
+t.test('initial list and watch carry the label selector; only hinted Services arrive', async (t) => {
+  const s = await setup(t);
+  s.api.apply(service('a'));
+  s.api.apply(service('plain', false));
+  await s.start();
+  await until('synced', () => s.synced() === 1);
+  t.same([...s.state.keys()], ['demo/a']);
+  await until('watch open', () => s.api.openWatches === 1);
+  const list = s.api.requests.find((r) => r.query.watch === undefined);
+  const watch = s.api.requests.find((r) => r.query.watch === 'true');
+  t.equal(list?.query.labelSelector, HINT, 'list passes the selector');
+  t.equal(watch?.query.labelSelector, HINT, 'watch passes the selector');
+  t.ok(Number(watch?.query.resourceVersion) > 0, 'watch starts at the list resourceVersion');
+});
+
+t.test('watch events: add, modify, label removed (DELETED to the selecting watch), delete', async (t) => {
+  const s = await setup(t);
+  await s.start();
+  await until('watch open', () => s.api.openWatches === 1);
+  s.api.apply(service('b'));
+  await until('b added', () => s.state.has('demo/b'));
+  s.api.apply(service('b', true, 8080));
+  await until('b modified', () => JSON.stringify(s.state.get('demo/b')).includes('8080'));
+  s.api.apply(service('b', false));
+  await until('b gone when unlabelled', () => !s.state.has('demo/b'));
+  s.api.apply(service('c'));
+  await until('c', () => s.state.has('demo/c'));
+  s.api.delete('demo', 'c');
+  await until('c deleted', () => !s.state.has('demo/c'));
+});
+
+t.test('watch closed by the server: the informer re-watches from its resourceVersion', async (t) => {
+  const s = await setup(t);
+  await s.start();
+  await until('watch open', () => s.api.openWatches === 1);
+  s.api.endWatches();
+  s.api.apply(service('d'));
+  await until('d after re-watch', () => s.state.has('demo/d'));
+  t.equal(s.restarts(), 0, 'a cleanly closed watch is not an error');
+});
+
+t.test('connection reset: client-node stops the informer; we restart it, nothing lost', async (t) => {
+  const s = await setup(t);
+  await s.start();
+  await until('watch open', () => s.api.openWatches === 1);
+  s.api.dropWatches();
+  s.api.apply(service('d2'));
+  await until('d2 after restart', () => s.state.has('demo/d2'));
+  t.ok(s.restarts() >= 1, `restart counted (${s.restarts()})`);
+});
+
+t.test('410 Gone: relist, with deletions that happened meanwhile', async (t) => {
+  const s = await setup(t);
+  s.api.apply(service('e'));
+  s.api.apply(service('f'));
+  await s.start();
+  await until('e,f', () => s.state.size === 2);
+  await until('watch open', () => s.api.openWatches === 1);
+  const lists = () => s.api.requests.filter((r) => r.query.watch === undefined).length;
+  const before = lists();
+  // While the watch is down, f goes away and history is compacted.
+  s.api.endWatches();
+  s.api.delete('demo', 'f');
+  s.api.apply(service('g'));
+  s.api.compact();
+  await until('relisted state', () => !s.state.has('demo/f') && s.state.has('demo/g'));
+  t.ok(lists() > before, 'a new list after 410');
+  t.equal(s.restarts(), 0, '410 is handled by relisting, not by a restart');
+});
+
+t.test('bookmarks move the resourceVersion without events', async (t) => {
+  const s = await setup(t);
+  s.api.apply(service('h'));
+  await s.start();
+  await until('watch open', () => s.api.openWatches === 1);
+  const firstWatch = s.api.requests.filter((r) => r.query.watch === 'true').at(-1);
+  // An unhinted change bumps the resourceVersion but is filtered out of our watch.
+  s.api.apply(service('noise', false));
+  const n = s.events.length;
+  s.api.bookmark();
+  await sleep(200);
+  t.equal(s.events.length, n, 'no events from a bookmark');
+  s.api.endWatches();
+  await until('rewatch', () => s.api.requests.filter((r) => r.query.watch === 'true').length >= 2);
+  const last = s.api.requests.filter((r) => r.query.watch === 'true').at(-1);
+  t.equal(Number(last?.query.resourceVersion), Number(firstWatch?.query.resourceVersion) + 1, "re-watch from the bookmark's resourceVersion");
+});
+
+t.test('500s stop the library informer; we restart it with backoff and count it', async (t) => {
+  const s = await setup(t);
+  s.api.apply(service('i'));
+  s.api.failNext(3, 500);
+  await s.start();
+  await until('recovered', () => s.state.has('demo/i'), 15_000);
+  t.ok(s.restarts() >= 1, `restarts counted (${s.restarts()})`);
+  await until('watch open', () => s.api.openWatches === 1);
+  s.api.failNext(2, 500);
+  s.api.dropWatches();
+  s.api.apply(service('j'));
+  await until('j after restarts', () => s.state.has('demo/j'), 15_000);
+  t.ok(s.restarts() >= 2);
+});

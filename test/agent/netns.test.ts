@@ -1,0 +1,166 @@
+/**
+ * The real agent against this machine's real kernel, in scratch network namespaces. The
+ * host kernel has nf_tables but no flowtables, so the agent runs degraded, as designed:
+ * everything but the flowtable and `flow add` is programmed and checked here.
+ */
+import t from 'tap';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Agent } from '../../agent/agent.ts';
+import { createAgentMetrics } from '../../agent/metrics.ts';
+import { makeNft } from '../../agent/nft.ts';
+import { FileSource } from '../../agent/sources/files.ts';
+import { silentLogger } from '../../lib/log.ts';
+import { createNetns, type Netns } from '../helpers/netns.ts';
+
+const yaml = (name: string, ip: string, extra = '') => `apiVersion: v1
+kind: Service
+metadata:
+  name: ${name}
+  namespace: demo
+  annotations: {flowhint.dev/traffic-hint: LongLived${extra}}
+spec:
+  clusterIP: ${ip}
+  clusterIPs: [${ip}]
+  ports: [{port: 80, protocol: TCP}, {port: 53, protocol: UDP, nodePort: 30053}]
+`;
+
+function setup(t: { teardown: (fn: () => void) => void }, nftBinary = 'nft') {
+  const ns = createNetns();
+  const dir = mkdtempSync(join(tmpdir(), 'flowhint-svcs-'));
+  const state = mkdtempSync(join(tmpdir(), 'flowhint-state-'));
+  t.teardown(() => {
+    ns.destroy();
+    rmSync(dir, { recursive: true, force: true });
+    rmSync(state, { recursive: true, force: true });
+  });
+  const metrics = createAgentMetrics({ defaultMetrics: false });
+  const make = () => {
+    const source = new FileSource({ dir, logger: silentLogger(), pollMs: 60_000 });
+    const agent = new Agent({ run: ns.run, nft: makeNft(ns.run, nftBinary), source, logger: silentLogger(), metrics, defaultThreshold: 20, devices: {}, counter: true, stateDir: state, backoff: { initialMs: 10, maxMs: 50 } });
+    return { agent, source };
+  };
+  return { ns, dir, state, metrics, make };
+}
+
+const list = (ns: Netns) => ns.sh('nft', 'list', 'table', 'inet', 'flowhint').replace(/packets \d+ bytes \d+/g, '');
+
+t.test('degraded on this kernel, as designed: says so, programs counters and chains', async (t) => {
+  const { ns, dir, metrics, make } = setup(t);
+  writeFileSync(join(dir, 'a.yaml'), yaml('a', '10.96.0.10'));
+  const { agent } = make();
+  await agent.prepare();
+  const r = await agent.sync();
+  t.ok(r.ok, r.error ?? 'ok');
+  t.equal(r.kind, 'full');
+  t.equal(agent.flowtableSupported, false);
+  const doc = agent.statusDoc();
+  t.equal(doc.node.mode, 'degraded');
+  t.match(doc.node.detail, /kernel has no flowtable support/);
+  t.equal(doc.node.conntrackAccounting.enabled, true, 'agent set nf_conntrack_acct=1 in the namespace');
+  t.equal(ns.sh('sysctl', '-n', 'net.netfilter.nf_conntrack_acct').trim(), '1');
+  t.match(await metrics.registry.getSingleMetricAsString('flowhint_agent_flowtable_supported'), /flowhint_agent_flowtable_supported 0/);
+  const text = list(ns);
+  t.notMatch(text, /flowtable|flow add/);
+  t.match(text, /10\.96\.0\.10 : goto a_[0-9a-f]{16}/);
+  t.match(text, /ct original proto-dst 80 ct packets > 20 counter name "s_[0-9a-f]{16}"/);
+  t.match(text, /192\.0\.2\.1 : goto/, 'NodePort on the node address');
+  await agent.stop();
+});
+
+t.test('full, then incremental; drift repaired; restart idempotent', async (t) => {
+  const { ns, dir, metrics, make } = setup(t);
+  writeFileSync(join(dir, 'a.yaml'), yaml('a', '10.96.0.10'));
+  const { agent, source } = make();
+  await agent.prepare();
+  t.equal((await agent.sync()).kind, 'full');
+  writeFileSync(join(dir, 'b.yaml'), yaml('b', '10.96.0.11', ', flowhint.dev/offload-after-packets: "500"'));
+  await source.rescan();
+  const inc = await agent.sync();
+  t.equal(inc.kind, 'partial');
+  t.ok(inc.ok, inc.error ?? 'ok');
+  t.match(list(ns), /10\.96\.0\.11 : goto/);
+  t.match(list(ns), /ct packets > 500 /);
+  rmSync(join(dir, 'a.yaml'));
+  await source.rescan();
+  t.ok((await agent.sync()).ok);
+  t.notMatch(list(ns), /10\.96\.0\.10/);
+  const good = list(ns);
+
+  // Someone flushes our table: the periodic full resync repairs it.
+  ns.sh('nft', 'flush', 'table', 'inet', 'flowhint');
+  (agent as unknown as { needFull: boolean }).needFull = true;
+  const repair = await agent.sync();
+  t.equal(repair.kind, 'full');
+  t.equal(repair.drift, true, 'drift detected');
+  t.equal(list(ns), good, 'table repaired');
+  t.match(await metrics.registry.getSingleMetricAsString('flowhint_agent_drift_repairs_total'), /flowhint_agent_drift_repairs_total 1/);
+  await agent.stop();
+
+  // A second agent (a restart) converges on the same ruleset, byte for byte.
+  const again = make();
+  await again.agent.prepare();
+  const r = await again.agent.sync();
+  t.ok(r.ok);
+  t.equal(r.drift, false, 'a new agent finds no drift in a good table');
+  t.equal(list(ns), good, 'restart leaves the ruleset unchanged');
+  await again.agent.stop();
+});
+
+t.test('a failing transaction keeps the previous ruleset; the retry is full and recovers', async (t) => {
+  const bin = mkdtempSync(join(tmpdir(), 'flowhint-nft-'));
+  t.teardown(() => rmSync(bin, { recursive: true, force: true }));
+  const flag = join(bin, 'fail');
+  const wrapper = join(bin, 'nft');
+  // Fails transactions (nft -f) while the flag file exists; reads and checks pass through.
+  writeFileSync(wrapper, `#!/bin/sh\nif [ -e '${flag}' ] && [ "$1" = "-f" ]; then echo "Error: injected failure" >&2; exit 1; fi\nexec nft "$@"\n`);
+  chmodSync(wrapper, 0o755);
+  const { ns, dir, metrics, make } = setup(t, wrapper);
+  writeFileSync(join(dir, 'a.yaml'), yaml('a', '10.96.0.10'));
+  const { agent, source } = make();
+  await agent.prepare();
+  t.ok((await agent.sync()).ok);
+  const before = list(ns);
+  writeFileSync(flag, '');
+  writeFileSync(join(dir, 'b.yaml'), yaml('b', '10.96.0.11'));
+  await source.rescan();
+  const failed = await agent.sync();
+  t.equal(failed.ok, false);
+  t.match(failed.error, /injected failure/);
+  t.equal(list(ns), before, 'previous ruleset intact');
+  t.equal(agent.statusDoc().lastSync?.ok, false);
+  rmSync(flag);
+  const retry = await agent.sync();
+  t.equal(retry.kind, 'full', 'the retry is a full sync');
+  t.ok(retry.ok);
+  t.match(list(ns), /10\.96\.0\.11 : goto/);
+  t.match(await metrics.registry.getSingleMetricAsString('flowhint_agent_sync_failures_total'), /kind="partial"\} 1/);
+  await agent.stop();
+});
+
+t.test('devices come and go without breaking syncs (degraded: no flowtable to carry them)', async (t) => {
+  const { ns, dir, make } = setup(t);
+  writeFileSync(join(dir, 'a.yaml'), yaml('a', '10.96.0.10'));
+  const { agent, source } = make();
+  await agent.prepare();
+  t.ok((await agent.sync()).ok);
+  ns.sh('ip', 'link', 'add', 'veth9', 'type', 'veth', 'peer', 'name', 'veth10');
+  ns.sh('ip', 'link', 'set', 'veth9', 'up');
+  ns.sh('ip', 'link', 'del', 'eth0');
+  writeFileSync(join(dir, 'b.yaml'), yaml('b', '10.96.0.11'));
+  await source.rescan();
+  const r = await agent.sync();
+  t.ok(r.ok, r.error ?? 'ok');
+  await agent.stop();
+});
+
+t.test('cleanup on exit removes the table', async (t) => {
+  const { ns, dir, make } = setup(t);
+  writeFileSync(join(dir, 'a.yaml'), yaml('a', '10.96.0.10'));
+  const { agent } = make();
+  await agent.prepare();
+  t.ok((await agent.sync()).ok);
+  await agent.stop({ cleanup: true });
+  t.throws(() => ns.sh('nft', 'list', 'table', 'inet', 'flowhint'));
+});

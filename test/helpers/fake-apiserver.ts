@@ -1,0 +1,189 @@
+/**
+ * A FAKE Kubernetes API server for tests: just enough of list/watch on /api/v1/services
+ * to exercise the informer as the real one would. It is not a Kubernetes implementation.
+ *
+ * What it follows of the API's semantics:
+ * - every change bumps a global resourceVersion; lists carry it in metadata.resourceVersion;
+ * - `?watch=true&resourceVersion=RV` replays the changes after RV, then streams new ones as
+ *   JSON lines `{type, object}`; an RV older than the retained history gets a 410 Gone
+ *   ERROR event (`compact()`), as after etcd compaction;
+ * - label selectors of the form `key` (exists) filter lists and watches; an object that
+ *   stops matching is sent as DELETED to a selecting watch;
+ * - BOOKMARK events when `allowWatchBookmarks=true` was asked for (or `bookmark()` forces);
+ * - faults on demand: HTTP errors for the next N requests, dropped watch connections, and
+ *   watches that hang without sending anything.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+type Obj = { metadata: { name: string; namespace: string; labels?: Record<string, string>; resourceVersion?: string }; [k: string]: unknown };
+
+interface Change {
+  rv: number;
+  type: 'ADDED' | 'MODIFIED' | 'DELETED';
+  object: Obj;
+  before: Obj | undefined;
+}
+
+interface Watcher {
+  res: ServerResponse;
+  selector: string | undefined;
+  bookmarks: boolean;
+  hang: boolean;
+}
+
+export interface RequestLog {
+  method: string;
+  path: string;
+  query: Record<string, string>;
+}
+
+function matches(o: Obj | undefined, selector: string | undefined): boolean {
+  if (!o) return false;
+  if (!selector) return true;
+  return selector.split(',').every((term) => {
+    const [k, v] = term.split('=');
+    const have = o.metadata.labels?.[k!];
+    return v === undefined ? have !== undefined : have === v;
+  });
+}
+
+export class FakeApiServer {
+  private server: Server;
+  private rv = 100;
+  private objects = new Map<string, Obj>();
+  private history: Change[] = [];
+  private oldestRv = 100;
+  private watchers = new Set<Watcher>();
+  private failures: number[] = [];
+  private hangNext = 0;
+  readonly requests: RequestLog[] = [];
+  url = '';
+
+  constructor() {
+    this.server = createServer((req, res) => this.handle(req, res));
+  }
+
+  async start(): Promise<void> {
+    await new Promise<void>((r) => this.server.listen(0, '127.0.0.1', r));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+  }
+
+  async stop(): Promise<void> {
+    for (const w of this.watchers) w.res.destroy();
+    this.watchers.clear();
+    this.server.closeAllConnections();
+    await new Promise<void>((r) => this.server.close(() => r()));
+  }
+
+  /** Create or replace an object (ADDED or MODIFIED). */
+  apply(o: Obj): void {
+    const key = `${o.metadata.namespace}/${o.metadata.name}`;
+    const before = this.objects.get(key);
+    const object = structuredClone(o);
+    object.metadata.resourceVersion = String(++this.rv);
+    this.objects.set(key, object);
+    this.record({ rv: this.rv, type: before ? 'MODIFIED' : 'ADDED', object, before });
+  }
+
+  delete(namespace: string, name: string): void {
+    const key = `${namespace}/${name}`;
+    const before = this.objects.get(key);
+    if (!before) return;
+    this.objects.delete(key);
+    const object = structuredClone(before);
+    object.metadata.resourceVersion = String(++this.rv);
+    this.record({ rv: this.rv, type: 'DELETED', object, before });
+  }
+
+  /** Forget history up to now: watches from an older resourceVersion get 410 Gone. */
+  compact(): void {
+    this.history = [];
+    this.oldestRv = this.rv;
+  }
+
+  /** The next `n` requests (list or watch) answer HTTP `status`. */
+  failNext(n: number, status = 500): void {
+    for (let i = 0; i < n; i++) this.failures.push(status);
+  }
+
+  /** The next `n` watch requests are accepted and then never send a byte. */
+  hangNextWatches(n: number): void {
+    this.hangNext += n;
+  }
+
+  /** Cut every open watch connection, as a load balancer or API server restart would. */
+  dropWatches(): void {
+    for (const w of this.watchers) w.res.destroy();
+    this.watchers.clear();
+  }
+
+  /** Close every open watch cleanly (end of the chunked stream), as the API server does on timeout. */
+  endWatches(): void {
+    for (const w of this.watchers) w.res.end();
+    this.watchers.clear();
+  }
+
+  bookmark(): void {
+    for (const w of this.watchers) if (!w.hang) this.send(w, { type: 'BOOKMARK', object: { kind: 'Service', apiVersion: 'v1', metadata: { resourceVersion: String(this.rv) } } });
+  }
+
+  get openWatches(): number {
+    return this.watchers.size;
+  }
+
+  private record(c: Change): void {
+    this.history.push(c);
+    for (const w of this.watchers) this.deliver(w, c);
+  }
+
+  private deliver(w: Watcher, c: Change): void {
+    if (w.hang) return;
+    const now = c.type !== 'DELETED' && matches(c.object, w.selector);
+    const was = matches(c.before, w.selector);
+    if (now) this.send(w, { type: was ? 'MODIFIED' : 'ADDED', object: c.object });
+    else if (was) this.send(w, { type: 'DELETED', object: c.object });
+  }
+
+  private send(w: Watcher, event: unknown): void {
+    w.res.write(`${JSON.stringify(event)}\n`);
+  }
+
+  private handle(req: IncomingMessage, res: ServerResponse): void {
+    const u = new URL(req.url ?? '/', 'http://x');
+    const query = Object.fromEntries(u.searchParams);
+    this.requests.push({ method: req.method ?? '', path: u.pathname, query });
+    const status = this.failures.shift();
+    if (status !== undefined) {
+      res.writeHead(status, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', code: status, message: 'injected failure' }));
+      return;
+    }
+    if (u.pathname !== '/api/v1/services' || req.method !== 'GET') {
+      res.writeHead(404).end();
+      return;
+    }
+    const selector = query.labelSelector;
+    if (query.watch === 'true') {
+      res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
+      const w: Watcher = { res, selector, bookmarks: query.allowWatchBookmarks === 'true', hang: this.hangNext > 0 };
+      if (this.hangNext > 0) this.hangNext -= 1;
+      res.flushHeaders();
+      this.watchers.add(w);
+      res.on('close', () => this.watchers.delete(w));
+      const from = Number(query.resourceVersion ?? '0');
+      if (w.hang) return;
+      if (query.resourceVersion && from < this.oldestRv) {
+        this.send(w, { type: 'ERROR', object: { kind: 'Status', apiVersion: 'v1', status: 'Failure', code: 410, reason: 'Expired', message: `too old resource version: ${from} (${this.oldestRv})` } });
+        res.end();
+        this.watchers.delete(w);
+        return;
+      }
+      for (const c of this.history) if (c.rv > from) this.deliver(w, c);
+      return;
+    }
+    const items = [...this.objects.values()].filter((o) => matches(o, selector));
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ kind: 'ServiceList', apiVersion: 'v1', metadata: { resourceVersion: String(this.rv) }, items }));
+  }
+}

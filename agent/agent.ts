@@ -26,7 +26,7 @@ import { listLinks, listNodeAddresses, selectDevices, type DeviceFilter } from '
 import type { AgentMetrics } from './metrics.ts';
 import { NftError, type Nft, type ReadTable } from './nft.ts';
 import { ensureConntrackAccounting, probeFlowtable, type AcctResult } from './probe.ts';
-import { BASE_CHAIN, FAMILY, FLOWTABLE, MAP, TABLE, addressChain, counterName, deviceLines, renderDeleteTable, renderDelta, renderFull, type RenderOptions } from './render.ts';
+import { BASE_CHAIN, FAMILY, FLOWTABLE, MAP, SEEN, TABLE, deviceLines, renderDeleteTable, renderDelta, renderFull, type RenderOptions } from './render.ts';
 import type { Source, SourceEvent } from './sources/source.ts';
 import { servicesStatus, writeStatus, type StatusDoc } from './status.ts';
 
@@ -379,6 +379,15 @@ export class Agent {
 
   async refreshOffloadMetrics(): Promise<Map<string, number> | undefined> {
     if (!this.applied) return undefined;
+    const table = await this.o.nft.read().catch(() => undefined);
+    if (table) {
+      this.o.metrics.offloadDecisions.reset();
+      for (const e of this.applied.services.values()) {
+        let n = 0;
+        for (const v of e.vips) n += table.seenCounters.get(SEEN[v.family])?.get(v.addr) ?? 0;
+        this.o.metrics.offloadDecisions.set({ service: e.key }, n);
+      }
+    }
     const dests = await readOffloaded(this.o.run);
     if (!dests) return undefined;
     const counts = countByService(this.applied, dests);
@@ -426,13 +435,13 @@ export class Agent {
 /** Whether the table read back has exactly the objects the desired state needs. */
 export function matches(current: ReadTable | undefined, target: DesiredState, flowtable: boolean): boolean {
   if (!current) return false;
-  const keys = allAddressKeys(target);
-  const chains = new Set([BASE_CHAIN, ...keys.map(addressChain)]);
-  const counters = new Set([...target.services.keys()].map(counterName));
+  const chains = new Set([BASE_CHAIN, ...target.chains.keys()]);
   const sameSet = (a: ReadonlySet<string>, b: ReadonlySet<string>) => a.size === b.size && [...a].every((x) => b.has(x));
-  if (!sameSet(current.chains, chains) || !sameSet(current.counters, counters)) return false;
+  if (!sameSet(current.chains, chains) || current.counters.size > 0) return false;
+  if (!current.sets.has(SEEN.ip) || !current.sets.has(SEEN.ip6)) return false;
   if ((current.ruleCounts.get(BASE_CHAIN) ?? 0) !== 2) return false;
-  for (const key of keys) if ((current.ruleCounts.get(addressChain(key)) ?? 0) !== (rulesFor(target, key)?.rules.length ?? 0)) return false;
+  for (const [name, spec] of target.chains) if ((current.ruleCounts.get(name) ?? 0) !== spec.rules.length) return false;
+  const keys = [...target.chainOf.keys()];
   const v4 = keys.filter((k) => k.startsWith('ip ')).length;
   if ((current.elementCounts.get(MAP.ip) ?? 0) !== v4 || (current.elementCounts.get(MAP.ip6) ?? 0) !== keys.length - v4) return false;
   return current.flowtables.has(FLOWTABLE) === flowtable;

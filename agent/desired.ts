@@ -6,6 +6,12 @@
  * node's own addresses. Rules are grouped per destination address, since several Services
  * may share one (externalIPs, shared LoadBalancer IPs, a node address for every NodePort).
  *
+ * Addresses with the same rule list share one chain, named by a hash of (family, rules): a
+ * cluster of 10,000 Services with a handful of port/threshold combinations needs a handful
+ * of chains, and a changed Service is usually one map element. The state keeps, per address,
+ * its chain, and per chain its rules and how many addresses use it; both are derived from
+ * `services` and updated only for the addresses a change touches.
+ *
  * `diff` compares two states. Given the ids that changed it looks only at those, so the
  * cost of a sync follows the change, not the number of Services.
  */
@@ -29,6 +35,19 @@ export interface ServiceEntry {
   readonly nodePorts: readonly PortMatch[];
 }
 
+export interface Rule {
+  readonly proto: Proto;
+  readonly port: number;
+  readonly threshold: number;
+}
+
+export interface ChainSpec {
+  readonly family: Address['family'];
+  readonly rules: readonly Rule[];
+  /** How many addresses jump to this chain. */
+  readonly refs: number;
+}
+
 export interface DesiredState {
   readonly services: ReadonlyMap<string, ServiceEntry>;
   /** addressKey -> ids of Services with that VIP. Derived from `services`. */
@@ -36,13 +55,10 @@ export interface DesiredState {
   readonly nodeAddresses: readonly Address[];
   /** ids of Services with at least one NodePort. Derived from `services`. */
   readonly nodePortServices: ReadonlySet<string>;
-}
-
-export interface Rule {
-  readonly counter: string;
-  readonly proto: Proto;
-  readonly port: number;
-  readonly threshold: number;
+  /** addressKey -> the chain its packets go to. Derived. */
+  readonly chainOf: ReadonlyMap<string, string>;
+  /** chain name -> its rules and reference count. Derived. */
+  readonly chains: ReadonlyMap<string, ChainSpec>;
 }
 
 export interface AddressRules {
@@ -97,7 +113,33 @@ export function serviceEntry(hint: EffectiveHint, defaultThreshold: number): Ser
 }
 
 export function emptyState(nodeAddresses: readonly Address[] = []): DesiredState {
-  return { services: new Map(), byAddress: new Map(), nodeAddresses, nodePortServices: new Set() };
+  return { services: new Map(), byAddress: new Map(), nodeAddresses, nodePortServices: new Set(), chainOf: new Map(), chains: new Map() };
+}
+
+/** The chain for a rule list: `v4_`/`v6_` + a hash of family and rules. */
+export function chainName(family: Address['family'], rules: readonly Rule[]): string {
+  return `${family === 'ip' ? 'v4' : 'v6'}_${shortHash(`${family}|${rules.map((r) => `${r.proto}/${r.port}>${r.threshold}`).join(',')}`)}`;
+}
+
+/** Recompute chainOf/chains for the given addresses (mutates the fresh maps of a new state). */
+function relink(state: DesiredState & { chainOf: Map<string, string>; chains: Map<string, ChainSpec> }, keys: Iterable<string>): void {
+  for (const key of keys) {
+    const old = state.chainOf.get(key);
+    const r = rulesFor(state, key);
+    const name = r ? chainName(r.address.family, r.rules) : undefined;
+    if (old === name) continue;
+    if (old !== undefined) {
+      const c = state.chains.get(old)!;
+      if (c.refs <= 1) state.chains.delete(old);
+      else state.chains.set(old, { ...c, refs: c.refs - 1 });
+      state.chainOf.delete(key);
+    }
+    if (r && name) {
+      const c = state.chains.get(name);
+      state.chains.set(name, c ? { ...c, refs: c.refs + 1 } : { family: r.address.family, rules: r.rules, refs: 1 });
+      state.chainOf.set(key, name);
+    }
+  }
 }
 
 /** A new state with these entries set (or removed, for `undefined`). The input is not changed. */
@@ -107,6 +149,7 @@ export function withServices(state: DesiredState, updates: ReadonlyMap<string, S
   const byAddress = new Map(state.byAddress);
   const nodePortServices = new Set(state.nodePortServices);
   const touched = new Map<string, Set<string>>();
+  let nodePortsTouched = false;
   const setFor = (k: string) => {
     let s = touched.get(k);
     if (!s) {
@@ -119,21 +162,32 @@ export function withServices(state: DesiredState, updates: ReadonlyMap<string, S
   for (const [id, entry] of updates) {
     const old = services.get(id);
     if (old) for (const a of old.vips) setFor(addressKey(a)).delete(id);
+    if (old && old.nodePorts.length > 0) nodePortsTouched = true;
     nodePortServices.delete(id);
     if (entry) {
       services.set(id, entry);
       for (const a of entry.vips) setFor(addressKey(a)).add(id);
-      if (entry.nodePorts.length > 0) nodePortServices.add(id);
+      if (entry.nodePorts.length > 0) {
+        nodePortServices.add(id);
+        nodePortsTouched = true;
+      }
     } else {
       services.delete(id);
     }
   }
   for (const [k, s] of touched) if (s.size === 0) byAddress.delete(k);
-  return { services, byAddress, nodeAddresses: state.nodeAddresses, nodePortServices };
+  const next = { services, byAddress, nodeAddresses: state.nodeAddresses, nodePortServices, chainOf: new Map(state.chainOf), chains: new Map(state.chains) };
+  const keys = new Set(touched.keys());
+  if (nodePortsTouched) for (const a of state.nodeAddresses) keys.add(addressKey(a));
+  relink(next, keys);
+  return next;
 }
 
 export function withNodeAddresses(state: DesiredState, nodeAddresses: readonly Address[]): DesiredState {
-  return { ...state, nodeAddresses: [...nodeAddresses].sort((a, b) => addressKey(a).localeCompare(addressKey(b))) };
+  const sorted = [...nodeAddresses].sort((a, b) => addressKey(a).localeCompare(addressKey(b)));
+  const next = { ...state, nodeAddresses: sorted, chainOf: new Map(state.chainOf), chains: new Map(state.chains) };
+  relink(next, new Set([...state.nodeAddresses, ...sorted].map(addressKey)));
+  return next;
 }
 
 export function buildDesired(entries: Iterable<ServiceEntry>, nodeAddresses: readonly Address[]): DesiredState {
@@ -150,7 +204,7 @@ function isNodeAddress(state: DesiredState, key: string): boolean {
 export function rulesFor(state: DesiredState, key: string): AddressRules | undefined {
   const rules: Rule[] = [];
   const push = (e: ServiceEntry, ports: readonly PortMatch[]) => {
-    for (const p of ports) rules.push({ counter: e.id, proto: p.proto, port: p.port, threshold: e.threshold });
+    for (const p of ports) rules.push({ proto: p.proto, port: p.port, threshold: e.threshold });
   };
   for (const id of [...(state.byAddress.get(key) ?? [])].sort()) {
     const e = state.services.get(id);
@@ -163,25 +217,38 @@ export function rulesFor(state: DesiredState, key: string): AddressRules | undef
     }
   }
   if (rules.length === 0) return undefined;
+  // One rule per (proto, port): two Services sharing an address and port (possible only in
+  // manifests the API server would refuse) keep the lowest threshold. Sorted, so the chain
+  // name does not depend on Service order.
+  const best = new Map<string, Rule>();
+  for (const r of rules) {
+    const k = `${r.proto}/${r.port}`;
+    const have = best.get(k);
+    if (!have || r.threshold < have.threshold) best.set(k, r);
+  }
+  const sorted = [...best.values()].sort((a, b) => a.proto.localeCompare(b.proto) || a.port - b.port);
   const [family, addr] = key.split(' ') as [Address['family'], string];
-  return { address: { family, addr }, rules };
+  return { address: { family, addr }, rules: sorted };
 }
 
 export function allAddressKeys(state: DesiredState): string[] {
-  const keys = new Set(state.byAddress.keys());
-  if (state.nodePortServices.size > 0) for (const a of state.nodeAddresses) keys.add(addressKey(a));
-  return [...keys].sort();
+  return [...state.chainOf.keys()].sort();
+}
+
+export function keyToAddress(key: string): Address {
+  const [family, addr] = key.split(' ') as [Address['family'], string];
+  return { family, addr };
 }
 
 export interface Delta {
-  /** Addresses whose chain must be (re)written, with their new rules. */
-  readonly upsert: AddressRules[];
-  /** Addresses that no longer have any rule (their chain was created before). */
-  readonly remove: string[];
-  /** Of `upsert`, those that had no chain before (need a map element). */
-  readonly created: ReadonlySet<string>;
-  readonly addCounters: string[];
-  readonly removeCounters: string[];
+  /** Chains no address used before: create them first. */
+  readonly addChains: Array<{ name: string; spec: ChainSpec }>;
+  /** Map elements to delete (the address left, or moves to another chain). */
+  readonly removeElements: Address[];
+  /** Map elements to add: address -> chain. */
+  readonly addElements: Array<{ address: Address; chain: string }>;
+  /** Chains no address uses any more: delete them last. */
+  readonly removeChains: string[];
 }
 
 function sameEntry(a: ServiceEntry | undefined, b: ServiceEntry | undefined): boolean {
@@ -190,48 +257,52 @@ function sameEntry(a: ServiceEntry | undefined, b: ServiceEntry | undefined): bo
 
 /**
  * What changes between two states. With `changed` (ids the caller knows may differ) only
- * those Services are compared; without it every Service is.
+ * those Services' addresses are compared; without it every address is.
  */
 export function diff(prev: DesiredState, next: DesiredState, changed?: Iterable<string>): Delta {
-  const ids = changed ? new Set(changed) : new Set([...prev.services.keys(), ...next.services.keys()]);
-  const affected = new Set<string>();
-  const addCounters: string[] = [];
-  const removeCounters: string[] = [];
-  let nodePortsChanged = false;
-  for (const id of ids) {
-    const a = prev.services.get(id);
-    const b = next.services.get(id);
-    if (sameEntry(a, b)) continue;
-    if (!a && b) addCounters.push(id);
-    if (a && !b) removeCounters.push(id);
-    for (const e of [a, b]) {
-      if (!e) continue;
-      for (const v of e.vips) affected.add(addressKey(v));
-      if (e.nodePorts.length > 0) nodePortsChanged = true;
+  let affected: Set<string>;
+  if (changed) {
+    affected = new Set<string>();
+    let nodePortsChanged = false;
+    for (const id of changed) {
+      const a = prev.services.get(id);
+      const b = next.services.get(id);
+      if (sameEntry(a, b)) continue;
+      for (const e of [a, b]) {
+        if (!e) continue;
+        for (const v of e.vips) affected.add(addressKey(v));
+        if (e.nodePorts.length > 0) nodePortsChanged = true;
+      }
     }
+    if (nodePortsChanged || prev.nodeAddresses.map(addressKey).join(',') !== next.nodeAddresses.map(addressKey).join(',')) {
+      for (const a of [...prev.nodeAddresses, ...next.nodeAddresses]) affected.add(addressKey(a));
+    }
+  } else {
+    affected = new Set([...prev.chainOf.keys(), ...next.chainOf.keys()]);
   }
-  const prevNodes = prev.nodeAddresses.map(addressKey).join(',');
-  const nextNodes = next.nodeAddresses.map(addressKey).join(',');
-  if (nodePortsChanged || prevNodes !== nextNodes) {
-    for (const a of [...prev.nodeAddresses, ...next.nodeAddresses]) affected.add(addressKey(a));
-  }
-  const upsert: AddressRules[] = [];
-  const remove: string[] = [];
-  const created = new Set<string>();
+  const removeElements: Address[] = [];
+  const addElements: Array<{ address: Address; chain: string }> = [];
+  const chainsSeen = new Set<string>();
   for (const key of [...affected].sort()) {
-    const before = rulesFor(prev, key);
-    const after = rulesFor(next, key);
-    if (JSON.stringify(before) === JSON.stringify(after)) continue;
-    if (after) {
-      upsert.push(after);
-      if (!before) created.add(key);
-    } else if (before) {
-      remove.push(key);
-    }
+    const a = prev.chainOf.get(key);
+    const b = next.chainOf.get(key);
+    if (a) chainsSeen.add(a);
+    if (b) chainsSeen.add(b);
+    if (a === b) continue;
+    if (a) removeElements.push(keyToAddress(key));
+    if (b) addElements.push({ address: keyToAddress(key), chain: b });
   }
-  return { upsert, remove, created, addCounters: addCounters.sort(), removeCounters: removeCounters.sort() };
+  const addChains: Array<{ name: string; spec: ChainSpec }> = [];
+  const removeChains: string[] = [];
+  for (const name of [...chainsSeen].sort()) {
+    const before = prev.chains.has(name);
+    const after = next.chains.get(name);
+    if (!before && after) addChains.push({ name, spec: after });
+    if (before && !after) removeChains.push(name);
+  }
+  return { addChains, removeElements, addElements, removeChains };
 }
 
 export function isEmptyDelta(d: Delta): boolean {
-  return d.upsert.length === 0 && d.remove.length === 0 && d.addCounters.length === 0 && d.removeCounters.length === 0;
+  return d.addChains.length === 0 && d.removeElements.length === 0 && d.addElements.length === 0 && d.removeChains.length === 0;
 }

@@ -15,6 +15,7 @@ export interface AgentMetrics {
   conntrackAccounting: Gauge;
   driftRepairs: Counter;
   offloadedConnections: Gauge<'service'>;
+  offloadDecisions: Gauge<'service'>;
 }
 
 export function createAgentMetrics(options: { defaultMetrics?: boolean } = {}): AgentMetrics {
@@ -41,5 +42,11 @@ export function createAgentMetrics(options: { defaultMetrics?: boolean } = {}): 
     conntrackAccounting: new Gauge({ name: 'flowhint_agent_conntrack_accounting', help: '1 if net.netfilter.nf_conntrack_acct is on (thresholds need it).', registers: r }),
     driftRepairs: new Counter({ name: 'flowhint_agent_drift_repairs_total', help: 'Full resyncs that found the table differing from the desired state.', registers: r }),
     offloadedConnections: new Gauge({ name: 'flowhint_agent_offloaded_connections', help: 'Connections of each Service offloaded now, read from conntrack.', labelNames: ['service'], registers: r }),
+    offloadDecisions: new Gauge({
+      name: 'flowhint_agent_offload_decisions',
+      help: "Packets that passed the offload rule on a Service's own addresses since the table was made (about one per offloaded connection; NodePorts count on the node address, not here).",
+      labelNames: ['service'],
+      registers: r,
+    }),
   };
 }

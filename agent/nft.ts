@@ -23,13 +23,18 @@ const ListingJson = z.looseObject({
       rule: z.looseObject({ chain: z.string() }).optional(),
       counter: Named.extend({ packets: z.number().optional(), bytes: z.number().optional() }).optional(),
       map: Named.extend({ elem: z.array(z.unknown()).optional() }).optional(),
-      set: Named.optional(),
+      set: Named.extend({ elem: z.array(z.unknown()).optional() }).optional(),
       flowtable: Named.extend({ dev: z.union([z.string(), z.array(z.string())]).optional() }).optional(),
     }),
   ),
 });
 
+const SeenElem = z.looseObject({ elem: z.looseObject({ val: z.string(), counter: z.looseObject({ packets: z.number() }).optional() }) });
+
 export interface ReadTable extends Listing {
+  readonly seenElements: ReadonlyMap<string, readonly string[]>;
+  /** Counting-set element counters: set name -> address -> packets. */
+  readonly seenCounters: ReadonlyMap<string, ReadonlyMap<string, number>>;
   readonly counterValues: ReadonlyMap<string, { packets: number; bytes: number }>;
   readonly ruleCounts: ReadonlyMap<string, number>;
   readonly elementCounts: ReadonlyMap<string, number>;
@@ -45,6 +50,8 @@ export function parseListing(json: string): ReadTable {
   const counterValues = new Map<string, { packets: number; bytes: number }>();
   const ruleCounts = new Map<string, number>();
   const elementCounts = new Map<string, number>();
+  const seenElements = new Map<string, string[]>();
+  const seenCounters = new Map<string, Map<string, number>>();
   for (const o of parsed.nftables) {
     if (o.chain) chains.add(o.chain.name);
     if (o.rule) ruleCounts.set(o.rule.chain, (ruleCounts.get(o.rule.chain) ?? 0) + 1);
@@ -56,13 +63,30 @@ export function parseListing(json: string): ReadTable {
       maps.add(o.map.name);
       elementCounts.set(o.map.name, o.map.elem?.length ?? 0);
     }
-    if (o.set) sets.add(o.set.name);
+    if (o.set) {
+      sets.add(o.set.name);
+      const addrs: string[] = [];
+      const counts = new Map<string, number>();
+      for (const e of o.set.elem ?? []) {
+        if (typeof e === 'string') {
+          addrs.push(e);
+          continue;
+        }
+        const p = SeenElem.safeParse(e);
+        if (p.success) {
+          addrs.push(p.data.elem.val);
+          counts.set(p.data.elem.val, p.data.elem.counter?.packets ?? 0);
+        }
+      }
+      seenElements.set(o.set.name, addrs);
+      seenCounters.set(o.set.name, counts);
+    }
     if (o.flowtable) {
       const dev = o.flowtable.dev;
       flowtables.set(o.flowtable.name, { devices: dev === undefined ? [] : Array.isArray(dev) ? dev : [dev] });
     }
   }
-  return { chains, counters, maps, sets, flowtables, counterValues, ruleCounts, elementCounts };
+  return { chains, counters, maps, sets, flowtables, counterValues, ruleCounts, elementCounts, seenElements, seenCounters };
 }
 
 export interface Nft {

@@ -3,16 +3,17 @@
  *
  *   table inet flowhint {
  *     flowtable fastpath { hook ingress priority filter; devices = { … }; counter; }
- *     map vips4 { type ipv4_addr : verdict; }        # Service address -> its chain
+ *     map vips4 { type ipv4_addr : verdict; }       # Service address -> the chain for its ports
  *     map vips6 { type ipv6_addr : verdict; }
- *     counter s_<hash(namespace/name)> { … }          # per-Service offload decisions
- *     chain classify {                                # the only base chain
+ *     set seen4 { type ipv4_addr; flags dynamic; counter; }  # offload decisions per address
+ *     set seen6 { type ipv6_addr; flags dynamic; counter; }
+ *     chain classify {                               # the only base chain
  *       type filter hook forward priority filter + 10; policy accept;
  *       ct state established ct original ip daddr vmap @vips4
  *       ct state established ct original ip6 daddr vmap @vips6
  *     }
- *     chain a_<hash(address)> {                       # one per destination address
- *       meta l4proto tcp ct original proto-dst 80 ct packets > 20 counter name "s_…" flow add @fastpath
+ *     chain v4_<hash(family, rules)> {               # shared by every address with these rules
+ *       meta l4proto tcp ct original proto-dst 80 ct packets > 20 update @seen4 { ct original ip daddr } flow add @fastpath
  *     }
  *   }
  *
@@ -25,19 +26,26 @@
  * through a verdict map keyed on address. Priority `filter + 10` runs after kube-proxy's and
  * CNIs' forward filters, so a packet they drop is never offloaded.
  *
+ * Why shared chains and per-address counting sets: nft fetches every chain and named object
+ * of the ruleset before each rule or element command, so per-Service chains or counters
+ * would make every change cost O(Services). With chains per rule list, a changed Service is
+ * mostly map elements.
+ *
  * Nothing user-controlled is rendered: only validated addresses, ports and protocols,
  * validated device names, and hex hashes.
  */
 import type { Address } from './address.ts';
-import { addressKey, shortHash } from './address.ts';
-import type { AddressRules, Delta, DesiredState, Rule } from './desired.ts';
-import { allAddressKeys, rulesFor } from './desired.ts';
+import type { ChainSpec, Delta, DesiredState, Rule } from './desired.ts';
+import { keyToAddress } from './desired.ts';
 
 export const FAMILY = 'inet';
 export const TABLE = 'flowhint';
 export const FLOWTABLE = 'fastpath';
 export const BASE_CHAIN = 'classify';
 export const MAP = { ip: 'vips4', ip6: 'vips6' } as const;
+export const SEEN = { ip: 'seen4', ip6: 'seen6' } as const;
+/** Bound on the counting sets; stale addresses are pruned at each full sync. */
+export const SEEN_SIZE = 65536;
 const T = `${FAMILY} ${TABLE}`;
 
 export interface RenderOptions {
@@ -53,6 +61,8 @@ export interface Listing {
   readonly chains: ReadonlySet<string>;
   readonly counters: ReadonlySet<string>;
   readonly maps: ReadonlySet<string>;
+  /** Elements of the counting sets now, to prune those of addresses no longer desired. */
+  readonly seenElements?: ReadonlyMap<string, readonly string[]>;
   readonly sets: ReadonlySet<string>;
   readonly flowtables: ReadonlyMap<string, { devices: readonly string[] }>;
 }
@@ -65,13 +75,9 @@ export function isRenderableDevice(name: string): boolean {
   return DEVICE.test(name);
 }
 
-export function addressChain(key: string): string {
-  return `a_${shortHash(key)}`;
-}
-
-export function counterName(serviceId: string): string {
-  if (!/^[0-9a-f]{16}$/.test(serviceId)) throw new Error(`not a service id: ${serviceId}`);
-  return `s_${serviceId}`;
+function chainId(name: string): string {
+  if (!/^v[46]_[0-9a-f]{16}$/.test(name)) throw new Error(`refusing to render chain name ${JSON.stringify(name)}`);
+  return name;
 }
 
 function int(n: number, min: number, max: number): string {
@@ -85,9 +91,10 @@ function addr(a: Address): string {
   return a.addr;
 }
 
-export function ruleText(r: Rule, o: RenderOptions): string {
+export function ruleText(family: Address['family'], r: Rule, o: RenderOptions): string {
   const proto = r.proto === 'tcp' ? 'tcp' : 'udp';
-  const base = `meta l4proto ${proto} ct original proto-dst ${int(r.port, 1, 65535)} ct packets > ${int(r.threshold, 0, 1_000_000)} counter name "${counterName(r.counter)}"`;
+  const ip = family === 'ip' ? 'ip' : 'ip6';
+  const base = `meta l4proto ${proto} ct original proto-dst ${int(r.port, 1, 65535)} ct packets > ${int(r.threshold, 0, 1_000_000)} update @${SEEN[family]} { ct original ${ip} daddr }`;
   return o.flowtable ? `${base} flow add @${FLOWTABLE}` : base;
 }
 
@@ -132,21 +139,17 @@ export function deviceLines(current: readonly string[], wanted: readonly string[
   return lines;
 }
 
-function chainLines(r: AddressRules, o: RenderOptions): string[] {
-  const name = addressChain(addressKey(r.address));
-  return [`add chain ${T} ${name}`, `flush chain ${T} ${name}`, ...r.rules.map((rule) => `add rule ${T} ${name} ${ruleText(rule, o)}`)];
+function chainLines(name: string, c: ChainSpec, o: RenderOptions): string[] {
+  const n = chainId(name);
+  return [`add chain ${T} ${n}`, `flush chain ${T} ${n}`, ...c.rules.map((rule) => `add rule ${T} ${n} ${ruleText(c.family, rule, o)}`)];
 }
 
-function elementLine(verb: 'add' | 'delete', a: Address): string {
-  const map = MAP[a.family];
-  return verb === 'add'
-    ? `add element ${T} ${map} { ${addr(a)} : goto ${addressChain(addressKey(a))} }`
-    : `delete element ${T} ${map} { ${addr(a)} }`;
+function addElementLine(a: Address, chain: string): string {
+  return `add element ${T} ${MAP[a.family]} { ${addr(a)} : goto ${chainId(chain)} }`;
 }
 
-function keyToAddress(key: string): Address {
-  const [family, a] = key.split(' ') as [Address['family'], string];
-  return { family, addr: a };
+function deleteElementLine(a: Address): string {
+  return `delete element ${T} ${MAP[a.family]} { ${addr(a)} }`;
 }
 
 /** Objects every ruleset has, besides the per-address chains and per-Service counters. */
@@ -155,6 +158,8 @@ function skeleton(): string[] {
     `add table ${T}`,
     `add map ${T} ${MAP.ip} { type ipv4_addr : verdict; }`,
     `add map ${T} ${MAP.ip6} { type ipv6_addr : verdict; }`,
+    `add set ${T} ${SEEN.ip} { type ipv4_addr; size ${SEEN_SIZE}; flags dynamic; counter; }`,
+    `add set ${T} ${SEEN.ip6} { type ipv6_addr; size ${SEEN_SIZE}; flags dynamic; counter; }`,
     `add chain ${T} ${BASE_CHAIN} { type filter hook forward priority filter + 10; policy accept; }`,
   ];
 }
@@ -162,44 +167,41 @@ function skeleton(): string[] {
 /**
  * One atomic transaction that makes the table exactly the desired state, whatever is there
  * now. It flushes and refills, keeping the flowtable (so offloaded flows stay offloaded)
- * and the counters of Services that remain.
+ * and the counting sets' elements for addresses that remain.
  */
 export function renderFull(state: DesiredState, o: RenderOptions, current: Listing = EMPTY_LISTING): string {
   const ft = flowtableLines(o, current);
-  const keys = allAddressKeys(state);
-  const wantedChains = new Set([BASE_CHAIN, ...keys.map(addressChain)]);
-  const wantedCounters = new Set([...state.services.keys()].map(counterName));
+  const wantedChains = new Set([BASE_CHAIN, ...state.chains.keys()]);
+  const ownSets = new Set<string>([SEEN.ip, SEEN.ip6]);
   const lines: string[] = [`add table ${T}`, ...ft.before, ...skeleton().slice(1)];
   lines.push(`flush chain ${T} ${BASE_CHAIN}`, `flush map ${T} ${MAP.ip}`, `flush map ${T} ${MAP.ip6}`);
   for (const c of [...current.chains].sort()) if (!wantedChains.has(c)) lines.push(`flush chain ${T} ${c}`);
   for (const m of [...current.maps].sort()) if (m !== MAP.ip && m !== MAP.ip6) lines.push(`flush map ${T} ${m}`);
-  for (const c of [...wantedCounters].sort()) lines.push(`add counter ${T} ${c}`);
-  for (const key of keys) {
-    const r = rulesFor(state, key);
-    if (r) lines.push(...chainLines(r, o));
-  }
-  for (const key of keys) lines.push(elementLine('add', keyToAddress(key)));
+  for (const [name, spec] of [...state.chains].sort(([a], [b]) => a.localeCompare(b))) lines.push(...chainLines(name, spec, o));
+  for (const [key, chain] of [...state.chainOf].sort(([a], [b]) => a.localeCompare(b))) lines.push(addElementLine(keyToAddress(key), chain));
   lines.push(
     `add rule ${T} ${BASE_CHAIN} ct state established ct original ip daddr vmap @${MAP.ip}`,
     `add rule ${T} ${BASE_CHAIN} ct state established ct original ip6 daddr vmap @${MAP.ip6}`,
   );
   for (const c of [...current.chains].sort()) if (!wantedChains.has(c)) lines.push(`delete chain ${T} ${c}`);
   for (const m of [...current.maps].sort()) if (m !== MAP.ip && m !== MAP.ip6) lines.push(`delete map ${T} ${m}`);
-  for (const s of [...current.sets].sort()) lines.push(`delete set ${T} ${s}`);
-  for (const c of [...current.counters].sort()) if (!wantedCounters.has(c)) lines.push(`delete counter ${T} ${c}`);
+  for (const s of [...current.sets].sort()) if (!ownSets.has(s)) lines.push(`delete set ${T} ${s}`);
+  for (const c of [...current.counters].sort()) lines.push(`delete counter ${T} ${c}`);
+  for (const family of ['ip', 'ip6'] as const) {
+    const stale = (current.seenElements?.get(SEEN[family]) ?? []).filter((a) => !state.chainOf.has(`${family} ${a}`));
+    if (stale.length > 0) lines.push(`delete element ${T} ${SEEN[family]} { ${stale.map((a) => addr({ family, addr: a })).join(', ')} }`);
+  }
   lines.push(...ft.after);
   return `${lines.join('\n')}\n`;
 }
 
-/** An incremental transaction: only the chains, elements and counters that changed. */
+/** An incremental transaction: only the chains and elements that changed. */
 export function renderDelta(delta: Delta, o: RenderOptions): string {
   const lines: string[] = [];
-  for (const key of delta.remove) lines.push(elementLine('delete', keyToAddress(key)));
-  for (const c of delta.addCounters) lines.push(`add counter ${T} ${counterName(c)}`);
-  for (const r of delta.upsert) lines.push(...chainLines(r, o));
-  for (const r of delta.upsert) if (delta.created.has(addressKey(r.address))) lines.push(elementLine('add', r.address));
-  for (const key of delta.remove) lines.push(`delete chain ${T} ${addressChain(key)}`);
-  for (const c of delta.removeCounters) lines.push(`delete counter ${T} ${counterName(c)}`);
+  for (const c of delta.addChains) lines.push(...chainLines(c.name, c.spec, o));
+  for (const a of delta.removeElements) lines.push(deleteElementLine(a));
+  for (const e of delta.addElements) lines.push(addElementLine(e.address, e.chain));
+  for (const c of delta.removeChains) lines.push(`delete chain ${T} ${chainId(c)}`);
   return lines.length === 0 ? '' : `${lines.join('\n')}\n`;
 }
 

@@ -36,19 +36,46 @@ t.test('diff: only what changed; states are not mutated', async (t) => {
   const a = entry({ name: 'a', clusterIPs: ['10.96.0.1'] });
   const b = entry({ name: 'b', clusterIPs: ['10.96.0.2'] });
   const s1 = buildDesired([a, b], []);
+  t.equal(s1.chains.size, 1, 'same ports and threshold: one shared chain');
+  t.equal([...s1.chains.values()][0]?.refs, 2);
   const a2 = entry({ name: 'a', clusterIPs: ['10.96.0.3'] });
   const s2 = withServices(s1, new Map([[a2.id, a2]]));
   t.equal(s1.services.get(a.id), a, 'old state unchanged');
+  t.equal(s1.chainOf.size, 2, 'old derived maps unchanged');
   const d = diff(s1, s2, [a.id]);
-  t.same(d.upsert.map((u) => u.address.addr), ['10.96.0.3']);
-  t.same(d.remove, ['ip 10.96.0.1']);
-  t.same([...d.created], ['ip 10.96.0.3']);
+  t.same(d.removeElements.map((x) => x.addr), ['10.96.0.1']);
+  t.same(d.addElements.map((x) => x.address.addr), ['10.96.0.3']);
+  t.same(d.addChains, [], 'the shared chain exists already');
+  t.same(d.removeChains, []);
   t.same(diff(s1, s2), d, 'same result without the hint of changed ids');
+  const a3 = entry({ name: 'a', clusterIPs: ['10.96.0.3'], threshold: '99' });
+  const s3 = withServices(s2, new Map([[a3.id, a3]]));
+  const d3 = diff(s2, s3, [a3.id]);
+  t.equal(d3.addChains.length, 1, 'a new threshold: a new chain');
+  t.same(d3.addChains[0]?.spec.rules.map((r) => r.threshold), [99]);
+  t.same(d3.removeElements.map((x) => x.addr), ['10.96.0.3'], 'moved: delete and re-add the element');
+  t.same(d3.addElements.map((x) => x.address.addr), ['10.96.0.3']);
+  const s4 = withServices(s3, new Map([[a3.id, undefined], [b.id, undefined]]));
+  const d4 = diff(s3, s4, [a3.id, b.id]);
+  t.equal(d4.removeChains.length, 2, 'unused chains are deleted');
+  t.equal(s4.chains.size, 0);
   t.ok(isEmptyDelta(diff(s1, s1)));
   const moved = withNodeAddresses(buildDesired([entry({ name: 'n', ports: [{ port: 80, nodePort: 30001 }] })], [parseAddress('10.0.0.1')!]), [parseAddress('10.0.0.2')!]);
   const before = buildDesired([entry({ name: 'n', ports: [{ port: 80, nodePort: 30001 }] })], [parseAddress('10.0.0.1')!]);
   const nd = diff(before, moved, []);
-  t.same(nd.remove, ['ip 10.0.0.1']);
-  t.same(nd.upsert.map((u) => u.address.addr), ['10.0.0.2']);
+  t.same(nd.removeElements.map((x) => x.addr), ['10.0.0.1']);
+  t.same(nd.addElements.map((x) => x.address.addr), ['10.0.0.2']);
   t.ok(isEmptyDelta(diff(emptyState(), emptyState())));
+});
+
+t.test('derived maps equal a rebuild from scratch after any sequence of updates', async (t) => {
+  let s = buildDesired([], [parseAddress('10.0.0.1')!]);
+  const specs = Array.from({ length: 40 }, (_, i) => ({ name: `s${i % 13}`, clusterIPs: [`10.96.0.${i % 7}`], ports: [{ port: 80 + (i % 3), nodePort: i % 4 === 0 ? 30000 + i : undefined }], threshold: i % 5 === 0 ? String(i) : undefined }));
+  for (const [i, spec] of specs.entries()) {
+    const e = entry(spec as never);
+    s = withServices(s, new Map([[e.id, i % 6 === 5 ? undefined : e]]));
+  }
+  const fresh = buildDesired(s.services.values(), s.nodeAddresses);
+  t.same([...s.chainOf].sort(), [...fresh.chainOf].sort());
+  t.same([...s.chains].sort(), [...fresh.chains].sort());
 });

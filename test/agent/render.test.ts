@@ -31,7 +31,7 @@ t.test('golden renderings', async (t) => {
 t.test('degraded: no flowtable and no flow add, counters kept', async (t) => {
   const text = renderFull(buildDesired([entry({ name: 'web' })], node), degraded);
   t.notMatch(text, /flowtable|flow add/);
-  t.match(text, /counter name "s_[0-9a-f]{16}"/);
+  t.match(text, /update @seen4 \{ ct original ip daddr \}/);
 });
 
 t.test('full sync over an existing table keeps the flowtable and prunes what is not desired', async (t) => {
@@ -40,8 +40,9 @@ t.test('full sync over an existing table keeps the flowtable and prunes what is 
     chains: new Set(['classify', 'a_0000000000000000', 'rogue']),
     counters: new Set(['s_1111111111111111']),
     maps: new Set(['vips4', 'vips6', 'extra']),
-    sets: new Set(['junk']),
+    sets: new Set(['junk', 'seen4', 'seen6']),
     flowtables: new Map([['fastpath', { devices: ['eth0', 'gone0'] }], ['other', { devices: [] }]]),
+    seenElements: new Map([['seen4', ['10.96.0.10', '10.1.1.1']], ['seen6', []]]),
   };
   const text = renderFull(state, on, current);
   t.notMatch(text, /add flowtable inet flowhint fastpath \{ hook ingress priority filter; devices = \{ "eth0"/, 'flowtable not recreated');
@@ -55,6 +56,8 @@ t.test('full sync over an existing table keeps the flowtable and prunes what is 
   t.match(text, /delete map inet flowhint extra/);
   t.match(text, /delete set inet flowhint junk/);
   t.match(text, /delete counter inet flowhint s_1111111111111111/);
+  t.match(text, /delete element inet flowhint seen4 \{ 10\.1\.1\.1 \}/, 'stale counting-set elements pruned');
+  t.notMatch(text, /delete set inet flowhint seen/, 'counting sets kept');
 });
 
 t.test('device lines', async (t) => {
@@ -66,22 +69,20 @@ t.test('device lines', async (t) => {
   t.same(deviceLines([], ['bad"name', 'ok']), ['add flowtable inet flowhint fastpath { hook ingress priority filter; devices = { "ok" }; }']);
 });
 
-t.test('incremental: one changed Service touches only its chains', async (t) => {
+t.test('incremental: one changed Service is a few elements and at most a chain', async (t) => {
   const many = Array.from({ length: 50 }, (_, i) => entry({ name: `s${i}`, clusterIPs: [`10.96.1.${i + 1}`] }));
   const before = buildDesired(many, node);
   const changed = entry({ name: 's7', clusterIPs: ['10.96.1.8'], threshold: '500' });
   const after = withServices(before, new Map([[changed.id, changed]]));
   const text = renderDelta(diff(before, after, [changed.id]), on);
-  t.equal(text.split('\n').filter(Boolean).length, 3, text);
-  t.match(text, /flush chain inet flowhint a_[0-9a-f]{16}\n/);
-  t.match(text, /ct packets > 500 /);
+  t.match(text, /^add chain inet flowhint v4_[0-9a-f]{16}\nflush chain inet flowhint v4_[0-9a-f]{16}\nadd rule inet flowhint v4_[0-9a-f]{16} meta l4proto tcp ct original proto-dst 80 ct packets > 500 update @seen4 \{ ct original ip daddr \} flow add @fastpath\ndelete element inet flowhint vips4 \{ 10\.96\.1\.8 \}\nadd element inet flowhint vips4 \{ 10\.96\.1\.8 : goto v4_[0-9a-f]{16} \}\n$/);
   const added = entry({ name: 'new', clusterIPs: ['10.96.9.9'] });
   const plus = withServices(after, new Map([[added.id, added]]));
   const addText = renderDelta(diff(after, plus, [added.id]), on);
-  t.match(addText, /^add counter inet flowhint s_[0-9a-f]{16}\nadd chain/);
-  t.match(addText, /add element inet flowhint vips4 \{ 10\.96\.9\.9 : goto a_[0-9a-f]{16} \}/);
+  t.match(addText, /^add element inet flowhint vips4 \{ 10\.96\.9\.9 : goto v4_[0-9a-f]{16} \}\n$/, 'a Service like the others: one element');
   const minus = withServices(plus, new Map([[added.id, undefined]]));
-  const delText = renderDelta(diff(plus, minus, [added.id]), on);
-  t.match(delText, /^delete element inet flowhint vips4 \{ 10\.96\.9\.9 \}\ndelete chain inet flowhint a_[0-9a-f]{16}\ndelete counter/);
+  t.match(renderDelta(diff(plus, minus, [added.id]), on), /^delete element inet flowhint vips4 \{ 10\.96\.9\.9 \}\n$/);
+  const back = withServices(minus, new Map([[changed.id, entry({ name: 's7', clusterIPs: ['10.96.1.8'] })]]));
+  t.match(renderDelta(diff(minus, back, [changed.id]), on), /delete chain inet flowhint v4_[0-9a-f]{16}\n$/, 'the unused chain goes last');
   t.equal(renderDelta(diff(minus, minus, [added.id]), on), '', 'no change, no transaction');
 });

@@ -18,6 +18,9 @@ try {
     process.exitCode = 1;
   } else {
     console.log(`\ntest:kernel: ${script} exited ${r.code} in ${secs}s`);
+    // A benchmark's result is its last JSON line; repeat it as this command's last line.
+    const json = r.output.split(/\r?\n/).filter((l) => /^\{".*\}\s*$/.test(l)).at(-1);
+    if (json) console.log(json.trim());
     process.exitCode = r.code;
   }
 } catch (err) {

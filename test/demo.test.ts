@@ -1,0 +1,34 @@
+/** `npm start` end to end, in both modes: real scratch netns (root + nft) and dry run. */
+import t from 'tap';
+import { spawnSync } from 'node:child_process';
+
+function demo(...args: string[]) {
+  const r = spawnSync(process.execPath, ['bin/flowhint.ts', 'demo', ...args], { encoding: 'utf8', timeout: 120_000 });
+  return { code: r.status, out: r.stdout, err: r.stderr };
+}
+
+for (const mode of ['netns', 'dry-run'] as const) {
+  t.test(`demo (${mode})`, async (t) => {
+    const r = demo(...(mode === 'dry-run' ? ['--dry-run'] : []));
+    t.equal(r.code, 0, r.err);
+    t.match(r.out, /REJECTED  shop\/turbo .*\n\s+.*unsupported value "Turbo"; supported values: "LongLived"/);
+    t.match(r.out, /REJECTED  shop\/huge-threshold .*\n\s+.*must be a decimal integer from 0 to 1000000/);
+    t.match(r.out, /REJECTED  storage\/db .*\n\s+.*headless Service/);
+    t.match(r.out, /PATCHED   storage\/backup .*\n\s+patch: .*"value":"LongLived"/);
+    t.match(r.out, /PATCHED   shop\/spoof .*\n\s+patch: \[\{"op":"remove","path":"\/metadata\/labels\/flowhint.dev~1traffic-hint"\}\]/);
+    t.match(r.out, /warning: flowhint: SCTP port\(s\) 2905 are not offloaded/);
+    for (const ip of ['10.96.10.10', '10.96.10.30', '10.96.10.40', '10.96.10.90', 'fd00:96::30']) t.match(r.out, new RegExp(`${ip.replace(/\./g, '\\.')} : goto v[46]_`), `${ip} programmed`);
+    for (const ip of ['10.96.10.20', '10.96.10.50', '10.96.10.60', '10.96.10.80']) t.notMatch(r.out, new RegExp(`${ip.replace(/\./g, '\\.')} : goto`), `${ip} not programmed`);
+    if (mode === 'netns') {
+      t.match(r.out, /== agent: programmed network namespace flowhint-demo \(ok/);
+      t.match(r.out, /node: degraded: kernel has no flowtable support|node: supported/);
+      t.match(r.out, /media\/video\s+10\.96\.10\.10\s+tcp\/1935\s+after 20 packets/);
+      t.match(r.out, /infra\/dns-over-tcp .* after 1000 packets/);
+    } else {
+      t.match(r.out, /dry run/);
+      t.match(r.out, /flow add @fastpath/);
+    }
+    const left = spawnSync('ip', ['netns', 'list'], { encoding: 'utf8' }).stdout;
+    t.notMatch(left, /flowhint-demo/, 'no namespace left behind');
+  });
+}

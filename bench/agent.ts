@@ -6,8 +6,11 @@
  * At each size: the full-sync time, the latency of applying one changed Service (p50/p99
  * over CHANGES changes: sync() from the event to `nft -f` done), and RSS. A benchmark: it
  * prints figures and asserts nothing. Needs root, nft and ip.
+ *
+ * Each size runs in a child process started inside the namespace (`ip netns exec`), so the
+ * agent calls `nft` directly, as on a node, and RSS is the agent process's own.
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { Agent } from '../agent/agent.ts';
 import { createAgentMetrics } from '../agent/metrics.ts';
 import { makeNft } from '../agent/nft.ts';
@@ -63,50 +66,61 @@ interface SizeResult {
   rssMiB: number;
 }
 
-async function runSize(size: number): Promise<SizeResult> {
+/** In the child, inside the namespace: program `size` Services, then change them one by one. */
+async function measureHere(size: number): Promise<SizeResult> {
+  const run = makeRunner([]);
+  const source = new ManualSource();
+  const agent = new Agent({ run, nft: makeNft(run), source, logger: silentLogger(), metrics: createAgentMetrics({ defaultMetrics: false }), defaultThreshold: 20, devices: {}, counter: true, nodeAddresses: [] });
+  await agent.prepare();
+  source.sink!.events(Array.from({ length: size }, (_, i) => ({ type: 'upsert' as const, key: `ns-${i % 50}/svc-${i}`, object: service(i) })));
+  const t0 = performance.now();
+  const full = await agent.sync();
+  const fullMs = performance.now() - t0;
+  if (!full.ok) throw new Error(`full sync failed: ${full.error}`);
+  const lat: number[] = [];
+  for (let c = 0; c < CHANGES; c++) {
+    const i = (c * 7919) % size;
+    const started = performance.now();
+    source.sink!.events([{ type: 'upsert', key: `ns-${i % 50}/svc-${i}`, object: service(i, 100 + c) }]);
+    const r = await agent.sync();
+    lat.push(performance.now() - started);
+    if (!r.ok || r.kind !== 'partial') throw new Error(`change ${c}: ${r.kind} ${r.error ?? ''}`);
+  }
+  const rssMiB = process.memoryUsage().rss / 1048576;
+  await agent.stop();
+  return { size, fullMs, p50: pct(lat, 50), p99: pct(lat, 99), rssMiB };
+}
+
+function runSize(size: number): SizeResult {
   const ns = `fh-bench-${process.pid}-${size}`;
   execFileSync('ip', ['netns', 'add', ns]);
   try {
-    const run = makeRunner(['ip', 'netns', 'exec', ns]);
-    const source = new ManualSource();
-    const agent = new Agent({ run, nft: makeNft(run), source, logger: silentLogger(), metrics: createAgentMetrics({ defaultMetrics: false }), defaultThreshold: 20, devices: {}, counter: true, nodeAddresses: [] });
-    await agent.prepare();
-    source.sink!.events(Array.from({ length: size }, (_, i) => ({ type: 'upsert' as const, key: `ns-${i % 50}/svc-${i}`, object: service(i) })));
-    const t0 = performance.now();
-    const full = await agent.sync();
-    const fullMs = performance.now() - t0;
-    if (!full.ok) throw new Error(`full sync failed: ${full.error}`);
-    const lat: number[] = [];
-    for (let c = 0; c < CHANGES; c++) {
-      const i = (c * 7919) % size;
-      const started = performance.now();
-      source.sink!.events([{ type: 'upsert', key: `ns-${i % 50}/svc-${i}`, object: service(i, 100 + c) }]);
-      const r = await agent.sync();
-      lat.push(performance.now() - started);
-      if (!r.ok || r.kind !== 'partial') throw new Error(`change ${c}: ${r.kind} ${r.error ?? ''}`);
-    }
-    const rssMiB = process.memoryUsage().rss / 1048576;
-    await agent.stop();
-    return { size, fullMs, p50: pct(lat, 50), p99: pct(lat, 99), rssMiB };
+    const r = spawnSync('ip', ['netns', 'exec', ns, process.execPath, new URL(import.meta.url).pathname, '--child', String(size)], { encoding: 'utf8', env: process.env });
+    if (r.status !== 0) throw new Error(`size ${size} failed: ${r.stderr}`);
+    return JSON.parse(r.stdout.trim().split('\n').at(-1)!) as SizeResult;
   } finally {
     execFileSync('ip', ['netns', 'del', ns]);
   }
 }
 
-const results: SizeResult[] = [];
-for (const size of SIZES) {
-  const r = await runSize(size);
-  results.push(r);
-  console.log(`${String(size).padStart(6)} Services: full sync ${round(r.fullMs, 1)} ms; apply one: p50 ${round(r.p50, 1)} ms, p99 ${round(r.p99, 1)} ms (${CHANGES} changes); RSS ${round(r.rssMiB, 1)} MiB`);
+if (process.argv[2] === '--child') {
+  process.stdout.write(`${JSON.stringify(await measureHere(Number(process.argv[3])))}\n`);
+} else {
+  const results: SizeResult[] = [];
+  for (const size of SIZES) {
+    const r = runSize(size);
+    results.push(r);
+    console.log(`${String(size).padStart(6)} Services: full sync ${round(r.fullMs, 1)} ms; apply one: p50 ${round(r.p50, 1)} ms, p99 ${round(r.p99, 1)} ms (${CHANGES} changes); agent RSS ${round(r.rssMiB, 1)} MiB`);
+  }
+  const small = results[0]!;
+  const big = results[results.length - 1]!;
+  console.log(`\nscaling: apply-one p99 at ${big.size} vs ${small.size} = ${round(big.p99 / small.p99, 2)}x (anchor: kube-proxy nftables mode, 141 ms to add one Service beside 10k)`);
+  console.log(
+    JSON.stringify({
+      apply_one_p99_ms_10k: round(big.p99, 1),
+      scaling_ratio_10k_vs_100: round(big.p99 / small.p99, 2),
+      full_sync_10k_ms: round(big.fullMs, 0),
+      rss_mib_10k: round(big.rssMiB, 1),
+    }),
+  );
 }
-const small = results[0]!;
-const big = results[results.length - 1]!;
-console.log(`\nscaling: apply-one p99 at ${big.size} vs ${small.size} = ${round(big.p99 / small.p99, 2)}x (anchor: kube-proxy nftables mode, 141 ms to add one Service beside 10k)`);
-console.log(
-  JSON.stringify({
-    apply_one_p99_ms_10k: round(big.p99, 1),
-    scaling_ratio_10k_vs_100: round(big.p99 / small.p99, 2),
-    full_sync_10k_ms: round(big.fullMs, 0),
-    rss_mib_10k: round(big.rssMiB, 1),
-  }),
-);

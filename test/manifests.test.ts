@@ -1,0 +1,94 @@
+/** The deployment manifests: they parse, kustomize builds every overlay, and they say what the README says. */
+import t from 'tap';
+import { execFileSync } from 'node:child_process';
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadAll } from 'js-yaml';
+
+type Obj = Record<string, any>;
+const ROOT = new URL('../manifests/', import.meta.url).pathname;
+
+function yamlFiles(dir: string): string[] {
+  return readdirSync(dir).flatMap((f) => {
+    const p = join(dir, f);
+    return statSync(p).isDirectory() ? yamlFiles(p) : /\.ya?ml$/.test(f) ? [p] : [];
+  });
+}
+
+function build(dir: string): Obj[] {
+  const out = execFileSync('kubectl', ['kustomize', dir], { encoding: 'utf8' });
+  return (loadAll(out) as Obj[]).filter(Boolean);
+}
+
+const find = (objs: Obj[], kind: string, name: string) => objs.find((o) => o.kind === kind && o.metadata.name === name);
+
+t.test('every manifest parses', async (t) => {
+  for (const f of yamlFiles(ROOT)) t.doesNotThrow(() => loadAll(readFileSync(f, 'utf8')), f.slice(ROOT.length));
+});
+
+const base = build(join(ROOT, 'base'));
+
+t.test('kustomize builds the base and each overlay', async (t) => {
+  t.ok(base.length >= 13, `base: ${base.length} objects`);
+  const cm = build(join(ROOT, 'overlays', 'cert-manager'));
+  t.ok(find(cm, 'Certificate', 'flowhint-webhook-tls'));
+  for (const kind of ['MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration']) {
+    t.equal(find(cm, kind, 'flowhint')?.metadata.annotations?.['cert-manager.io/inject-ca-from'], 'flowhint-system/flowhint-webhook-tls');
+  }
+  // self-managed needs `flowhint certs` output first: do that in a copy.
+  const dir = mkdtempSync(join(tmpdir(), 'flowhint-manifests-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  cpSync(ROOT, dir, { recursive: true });
+  const certs = join(dir, 'overlays', 'self-managed', 'certs');
+  const caBundle = execFileSync(process.execPath, ['bin/flowhint.ts', 'certs', '--out', certs, '--service', 'flowhint-webhook', '--namespace', 'flowhint-system'], { encoding: 'utf8' }).trim();
+  const sm = build(join(dir, 'overlays', 'self-managed'));
+  t.equal(find(sm, 'Secret', 'flowhint-webhook-tls')?.type, 'kubernetes.io/tls');
+  for (const kind of ['MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration']) {
+    t.equal(String(find(sm, kind, 'flowhint')?.webhooks[0].clientConfig.caBundle).replace(/\s/g, ''), caBundle, `${kind} caBundle is the CA that \`flowhint certs\` printed`);
+  }
+});
+
+t.test('RBAC is least privilege', async (t) => {
+  const roles = base.filter((o) => o.kind === 'ClusterRole' || o.kind === 'Role');
+  t.same(find(base, 'ClusterRole', 'flowhint-agent')?.rules, [{ apiGroups: [''], resources: ['services'], verbs: ['get', 'list', 'watch'] }]);
+  t.equal(roles.length, 1, 'no other roles');
+  const bound = base.filter((o) => o.kind === 'ClusterRoleBinding' || o.kind === 'RoleBinding').flatMap((b) => b.subjects.map((s: Obj) => s.name));
+  t.notOk(bound.includes('flowhint-webhook'), 'the webhook is bound to nothing');
+  t.equal(find(base, 'ServiceAccount', 'flowhint-webhook')?.automountServiceAccountToken, false);
+});
+
+t.test('the webhook runs restricted; the agent has NET_ADMIN only', async (t) => {
+  const w = find(base, 'Deployment', 'flowhint-webhook')!.spec;
+  t.equal(w.replicas, 2);
+  t.equal(w.template.spec.automountServiceAccountToken, false);
+  t.equal(w.template.spec.securityContext.runAsNonRoot, true);
+  t.equal(w.template.spec.securityContext.seccompProfile.type, 'RuntimeDefault');
+  const c = w.template.spec.containers[0].securityContext;
+  t.same(c, { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } });
+  t.ok(find(base, 'PodDisruptionBudget', 'flowhint-webhook'));
+  t.ok(w.template.spec.affinity.podAntiAffinity);
+  const a = find(base, 'DaemonSet', 'flowhint-agent')!.spec.template.spec;
+  t.equal(a.hostNetwork, true);
+  t.equal(a.priorityClassName, 'system-node-critical');
+  t.same(a.tolerations, [{ operator: 'Exists' }]);
+  const ac = a.containers[0].securityContext;
+  t.equal(ac.privileged, false);
+  t.same(ac.capabilities, { drop: ['ALL'], add: ['NET_ADMIN'] });
+});
+
+t.test('webhook configurations: v1, no side effects, ≤ 5 s, only flowhint-keyed Services', async (t) => {
+  for (const [kind, policy] of [['MutatingWebhookConfiguration', 'Fail'], ['ValidatingWebhookConfiguration', 'Ignore']] as const) {
+    const hook = find(base, kind, 'flowhint')!.webhooks[0];
+    t.same(hook.admissionReviewVersions, ['v1']);
+    t.equal(hook.sideEffects, 'None');
+    t.ok(hook.timeoutSeconds <= 5);
+    t.equal(hook.failurePolicy, policy, `${kind} failurePolicy as documented`);
+    t.same(hook.rules[0].operations, ['CREATE', 'UPDATE']);
+    t.same(hook.namespaceSelector.matchExpressions[0].values, ['kube-system', 'flowhint-system']);
+    t.match(hook.matchConditions[0].expression, /flowhint\.dev\/traffic-hint/);
+    t.match(hook.matchConditions[0].expression, /oldObject/);
+  }
+  t.ok(find(base, 'ValidatingAdmissionPolicy', 'flowhint.dev'));
+  t.same(find(base, 'ValidatingAdmissionPolicyBinding', 'flowhint.dev')?.spec.validationActions, ['Deny']);
+});

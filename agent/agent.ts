@@ -30,6 +30,8 @@ import { BASE_CHAIN, FAMILY, FLOWTABLE, MAP, SEEN, TABLE, deviceLines, renderDel
 import type { Source, SourceEvent } from './sources/source.ts';
 import { servicesStatus, writeStatus, type StatusDoc } from './status.ts';
 
+const STATUS_INTERVAL_MS = 500;
+
 export interface AgentOptions {
   run: Runner;
   nft: Nft;
@@ -85,6 +87,8 @@ export class Agent {
   /** Syncs are scheduled only once the loops run; `--once` calls sync() itself. */
   private running = false;
   private statusWrites: Promise<void> = Promise.resolve();
+  private statusTimer: NodeJS.Timeout | undefined;
+  private lastStatusAt = 0;
   private syncedOnce: Promise<void>;
   private resolveSynced!: () => void;
   lastSync: SyncResult | undefined;
@@ -146,6 +150,9 @@ export class Agent {
     if (this.syncTimer) clearTimeout(this.syncTimer);
     await this.o.source.stop();
     await this.inflight;
+    if (this.statusTimer) clearTimeout(this.statusTimer);
+    this.statusTimer = undefined;
+    await this.saveStatus();
     if (options.cleanup) {
       await this.o.nft.apply(renderDeleteTable()).catch((err) => this.log.warn({ err: errorMessage(err) }, 'cleanup: delete table failed'));
       this.log.info({ table: `${FAMILY} ${TABLE}` }, 'table removed (--cleanup-on-exit)');
@@ -188,7 +195,7 @@ export class Agent {
     } else {
       this.noteInvalid(key, refusal.code, refusal.reason);
     }
-    void this.saveStatus();
+    this.saveStatusSoon();
   }
 
   private noteInvalid(key: string, code: string, reason: string): void {
@@ -300,10 +307,10 @@ export class Agent {
     this.lastSyncAt = Date.now();
     this.lastSync = result;
     this.lastSyncTime = new Date().toISOString();
-    this.o.metrics.programmedElements.set(this.applied ? allAddressKeys(this.applied).length : 0);
+    this.o.metrics.programmedElements.set(this.applied?.chainOf.size ?? 0);
     this.o.metrics.devices.set(this.appliedDevices.length);
     if (result.ok) this.log.info({ kind, durationMs: Math.round(result.durationMs * 10) / 10, services: target.services.size, drift: result.drift }, 'synced');
-    await this.saveStatus();
+    this.saveStatusSoon();
     return result;
   }
 
@@ -373,7 +380,7 @@ export class Agent {
       }
       this.lastSyncTime = new Date().toISOString();
       this.o.metrics.devices.set(this.appliedDevices.length);
-      await this.saveStatus();
+      this.saveStatusSoon();
     }));
   }
 
@@ -418,7 +425,21 @@ export class Agent {
     };
   }
 
+  /**
+   * The status file lists every programmed Service, so writing it is O(Services): keep it
+   * off the sync path, at most one write per STATUS_INTERVAL_MS. stop() flushes it.
+   */
+  private saveStatusSoon(): void {
+    if (!this.o.stateDir || this.statusTimer) return;
+    const wait = Math.max(0, this.lastStatusAt + STATUS_INTERVAL_MS - Date.now());
+    this.statusTimer = setTimeout(() => {
+      this.statusTimer = undefined;
+      void this.saveStatus();
+    }, wait);
+  }
+
   private async saveStatus(): Promise<void> {
+    this.lastStatusAt = Date.now();
     const dir = this.o.stateDir;
     if (!dir) return;
     const doc = this.statusDoc();

@@ -17,6 +17,7 @@
  */
 import { effectiveThreshold, isOffloadable, portProtocol, type EffectiveHint } from '../api/index.ts';
 import { addressKey, parseAddress, shortHash, type Address } from './address.ts';
+import { PMap } from './pmap.ts';
 
 export type Proto = 'tcp' | 'udp';
 
@@ -54,11 +55,32 @@ export interface DesiredState {
   readonly byAddress: ReadonlyMap<string, ReadonlySet<string>>;
   readonly nodeAddresses: readonly Address[];
   /** ids of Services with at least one NodePort. Derived from `services`. */
-  readonly nodePortServices: ReadonlySet<string>;
+  readonly nodePortServices: ReadonlyMap<string, true>;
   /** addressKey -> the chain its packets go to. Derived. */
   readonly chainOf: ReadonlyMap<string, string>;
   /** chain name -> its rules and reference count. Derived. */
   readonly chains: ReadonlyMap<string, ChainSpec>;
+}
+
+/** The persistent maps behind a DesiredState (see pmap.ts): versions share structure. */
+interface Stored extends DesiredState {
+  readonly services: PMap<string, ServiceEntry>;
+  readonly byAddress: PMap<string, ReadonlySet<string>>;
+  readonly nodePortServices: PMap<string, true>;
+  readonly chainOf: PMap<string, string>;
+  readonly chains: PMap<string, ChainSpec>;
+}
+
+function stored(s: DesiredState): Stored {
+  if (s.services instanceof PMap && s.byAddress instanceof PMap && s.nodePortServices instanceof PMap && s.chainOf instanceof PMap && s.chains instanceof PMap) return s as Stored;
+  return {
+    services: PMap.of(s.services),
+    byAddress: PMap.of(s.byAddress),
+    nodeAddresses: s.nodeAddresses,
+    nodePortServices: PMap.of(s.nodePortServices),
+    chainOf: PMap.of(s.chainOf),
+    chains: PMap.of(s.chains),
+  };
 }
 
 export interface AddressRules {
@@ -113,7 +135,7 @@ export function serviceEntry(hint: EffectiveHint, defaultThreshold: number): Ser
 }
 
 export function emptyState(nodeAddresses: readonly Address[] = []): DesiredState {
-  return { services: new Map(), byAddress: new Map(), nodeAddresses, nodePortServices: new Set(), chainOf: new Map(), chains: new Map() };
+  return { services: PMap.of(), byAddress: PMap.of(), nodeAddresses, nodePortServices: PMap.of(), chainOf: PMap.of(), chains: PMap.of() };
 }
 
 /** The chain for a rule list: `v4_`/`v6_` + a hash of family and rules. */
@@ -121,73 +143,75 @@ export function chainName(family: Address['family'], rules: readonly Rule[]): st
   return `${family === 'ip' ? 'v4' : 'v6'}_${shortHash(`${family}|${rules.map((r) => `${r.proto}/${r.port}>${r.threshold}`).join(',')}`)}`;
 }
 
-/** Recompute chainOf/chains for the given addresses (mutates the fresh maps of a new state). */
-function relink(state: DesiredState & { chainOf: Map<string, string>; chains: Map<string, ChainSpec> }, keys: Iterable<string>): void {
+/** chainOf/chains recomputed for the given addresses of `state` (whose other maps are final). */
+function relink(state: Stored, keys: Iterable<string>): Pick<Stored, 'chainOf' | 'chains'> {
+  const chainOf = new Map<string, string | undefined>();
+  const chains = new Map<string, ChainSpec | undefined>();
+  const chainGet = (name: string) => (chains.has(name) ? chains.get(name) : state.chains.get(name));
   for (const key of keys) {
-    const old = state.chainOf.get(key);
+    const old = chainOf.has(key) ? chainOf.get(key) : state.chainOf.get(key);
     const r = rulesFor(state, key);
     const name = r ? chainName(r.address.family, r.rules) : undefined;
     if (old === name) continue;
     if (old !== undefined) {
-      const c = state.chains.get(old)!;
-      if (c.refs <= 1) state.chains.delete(old);
-      else state.chains.set(old, { ...c, refs: c.refs - 1 });
-      state.chainOf.delete(key);
+      const c = chainGet(old)!;
+      chains.set(old, c.refs <= 1 ? undefined : { ...c, refs: c.refs - 1 });
     }
     if (r && name) {
-      const c = state.chains.get(name);
-      state.chains.set(name, c ? { ...c, refs: c.refs + 1 } : { family: r.address.family, rules: r.rules, refs: 1 });
-      state.chainOf.set(key, name);
+      const c = chainGet(name);
+      chains.set(name, c ? { ...c, refs: c.refs + 1 } : { family: r.address.family, rules: r.rules, refs: 1 });
     }
+    chainOf.set(key, name);
   }
+  return { chainOf: state.chainOf.with(chainOf), chains: state.chains.with(chains) };
 }
 
 /** A new state with these entries set (or removed, for `undefined`). The input is not changed. */
 export function withServices(state: DesiredState, updates: ReadonlyMap<string, ServiceEntry | undefined>): DesiredState {
   if (updates.size === 0) return state;
-  const services = new Map(state.services);
-  const byAddress = new Map(state.byAddress);
-  const nodePortServices = new Set(state.nodePortServices);
+  const st = stored(state);
   const touched = new Map<string, Set<string>>();
+  const nodePorts = new Map<string, true | undefined>();
   let nodePortsTouched = false;
   const setFor = (k: string) => {
     let s = touched.get(k);
     if (!s) {
-      s = new Set(byAddress.get(k) ?? []);
+      s = new Set(st.byAddress.get(k) ?? []);
       touched.set(k, s);
-      byAddress.set(k, s);
     }
     return s;
   };
   for (const [id, entry] of updates) {
-    const old = services.get(id);
+    const old = st.services.get(id);
     if (old) for (const a of old.vips) setFor(addressKey(a)).delete(id);
     if (old && old.nodePorts.length > 0) nodePortsTouched = true;
-    nodePortServices.delete(id);
+    nodePorts.set(id, undefined);
     if (entry) {
-      services.set(id, entry);
       for (const a of entry.vips) setFor(addressKey(a)).add(id);
       if (entry.nodePorts.length > 0) {
-        nodePortServices.add(id);
+        nodePorts.set(id, true);
         nodePortsTouched = true;
       }
-    } else {
-      services.delete(id);
     }
   }
-  for (const [k, s] of touched) if (s.size === 0) byAddress.delete(k);
-  const next = { services, byAddress, nodeAddresses: state.nodeAddresses, nodePortServices, chainOf: new Map(state.chainOf), chains: new Map(state.chains) };
+  const next: Stored = {
+    services: st.services.with(updates),
+    byAddress: st.byAddress.with([...touched].map(([k, s]) => [k, s.size === 0 ? undefined : s] as const)),
+    nodeAddresses: st.nodeAddresses,
+    nodePortServices: st.nodePortServices.with(nodePorts),
+    chainOf: st.chainOf,
+    chains: st.chains,
+  };
   const keys = new Set(touched.keys());
-  if (nodePortsTouched) for (const a of state.nodeAddresses) keys.add(addressKey(a));
-  relink(next, keys);
-  return next;
+  if (nodePortsTouched) for (const a of st.nodeAddresses) keys.add(addressKey(a));
+  return { ...next, ...relink(next, keys) };
 }
 
 export function withNodeAddresses(state: DesiredState, nodeAddresses: readonly Address[]): DesiredState {
+  const st = stored(state);
   const sorted = [...nodeAddresses].sort((a, b) => addressKey(a).localeCompare(addressKey(b)));
-  const next = { ...state, nodeAddresses: sorted, chainOf: new Map(state.chainOf), chains: new Map(state.chains) };
-  relink(next, new Set([...state.nodeAddresses, ...sorted].map(addressKey)));
-  return next;
+  const next: Stored = { ...st, nodeAddresses: sorted };
+  return { ...next, ...relink(next, new Set([...st.nodeAddresses, ...sorted].map(addressKey))) };
 }
 
 export function buildDesired(entries: Iterable<ServiceEntry>, nodeAddresses: readonly Address[]): DesiredState {
@@ -211,7 +235,7 @@ export function rulesFor(state: DesiredState, key: string): AddressRules | undef
     if (e) push(e, e.ports);
   }
   if (isNodeAddress(state, key)) {
-    for (const id of [...state.nodePortServices].sort()) {
+    for (const id of [...state.nodePortServices.keys()].sort()) {
       const e = state.services.get(id);
       if (e) push(e, e.nodePorts);
     }

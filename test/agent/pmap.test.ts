@@ -1,0 +1,32 @@
+import t from 'tap';
+import { PMap } from '../../agent/pmap.ts';
+
+t.test('versions are independent and agree with a plain Map', async (t) => {
+  const plain = new Map<number, string>();
+  let p = PMap.of<number, string>();
+  const versions: Array<[PMap<number, string>, Map<number, string>]> = [];
+  let seed = 7;
+  const rnd = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31);
+  for (let round = 0; round < 400; round++) {
+    const updates: Array<[number, string | undefined]> = [];
+    for (let i = 0; i < 1 + (rnd() % 20); i++) {
+      const k = rnd() % 300;
+      const v = rnd() % 4 === 0 ? undefined : `v${round}.${i}`;
+      updates.push([k, v]);
+    }
+    p = p.with(updates);
+    for (const [k, v] of updates) v === undefined ? plain.delete(k) : plain.set(k, v);
+    if (round % 50 === 0) versions.push([p, new Map(plain)]);
+  }
+  for (const [pv, snap] of [...versions, [p, plain] as [PMap<number, string>, Map<number, string>]]) {
+    t.equal(pv.size, snap.size);
+    t.same(new Map([...pv].sort(([a], [b]) => a - b)), new Map([...snap].sort(([a], [b]) => a - b)));
+    for (let k = 0; k < 300; k++) {
+      if (pv.get(k) !== snap.get(k) || pv.has(k) !== snap.has(k)) {
+        t.fail(`key ${k}`);
+        return;
+      }
+    }
+  }
+  t.same([...PMap.of([[1, 'a']]).with([[1, undefined]]).keys()], [], 'removed');
+});

@@ -8,12 +8,12 @@
  * the certificate; a half-written pair keeps the previous one and is retried on the next tick.
  */
 import { createHash } from 'node:crypto';
-import { watch, type FSWatcher } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { createSecureContext } from 'node:tls';
 import type { Logger } from 'pino';
 import { FlowhintError, errorMessage } from '../lib/errors.ts';
+import { watchDirs, type DirWatch } from '../lib/dir-watch.ts';
 import type { TlsMaterial } from './app.ts';
 
 export interface CertReloaderOptions {
@@ -49,9 +49,7 @@ function fingerprint(m: TlsMaterial): string {
 export class CertReloader {
   private readonly o: CertReloaderOptions;
   private current = '';
-  private watchers: FSWatcher[] = [];
-  private timer: NodeJS.Timeout | undefined;
-  private debounce: NodeJS.Timeout | undefined;
+  private watcher: DirWatch | undefined;
   private running: Promise<void> = Promise.resolve();
 
   constructor(options: CertReloaderOptions) {
@@ -64,35 +62,15 @@ export class CertReloader {
   }
 
   start(): void {
-    const dirs = new Set([dirname(this.o.certFile), dirname(this.o.keyFile)]);
-    for (const dir of dirs) {
-      try {
-        const w = watch(dir, () => this.schedule());
-        w.on('error', (err) => this.o.logger.warn({ err, dir }, 'certificate directory watch failed; polling continues'));
-        this.watchers.push(w);
-      } catch (err) {
-        this.o.logger.warn({ err, dir }, 'cannot watch certificate directory; polling only');
-      }
-    }
-    this.timer = setInterval(() => this.schedule(), this.o.pollMs ?? 10_000);
-    this.timer.unref();
+    this.watcher = watchDirs([dirname(this.o.certFile), dirname(this.o.keyFile)], () => void this.check(), {
+      pollMs: this.o.pollMs ?? 10_000,
+      logger: this.o.logger,
+      what: 'certificate directory',
+    });
   }
 
   stop(): void {
-    for (const w of this.watchers) w.close();
-    this.watchers = [];
-    if (this.timer) clearInterval(this.timer);
-    if (this.debounce) clearTimeout(this.debounce);
-  }
-
-  private schedule(): void {
-    if (this.debounce) return;
-    // Symlink swaps arrive as a burst of events; settle first.
-    this.debounce = setTimeout(() => {
-      this.debounce = undefined;
-      void this.check();
-    }, 100);
-    this.debounce.unref();
+    this.watcher?.stop();
   }
 
   /** Re-read the files; apply them if they are a new, valid pair. Serialised. */

@@ -7,13 +7,13 @@
  * same api/ defaulting and validation the webhook runs. A rejected document is logged once
  * with its reason and is not programmed; the rest still are.
  */
-import { watch, type FSWatcher } from 'node:fs';
 import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { loadAll } from 'js-yaml';
 import type { Logger } from 'pino';
 import { applyDefaults, validateService } from '../../api/index.ts';
 import { errorMessage } from '../../lib/errors.ts';
+import { watchDirs, type DirWatch } from '../../lib/dir-watch.ts';
 import { objectKey, type Source, type SourceEvent, type SourceSink } from './source.ts';
 
 export interface Rejection {
@@ -121,9 +121,7 @@ export class FileSource implements Source {
   private current = new Map<string, string>();
   private reported = new Set<string>();
   private refusedKeys = new Set<string>();
-  private watcher: FSWatcher | undefined;
-  private timer: NodeJS.Timeout | undefined;
-  private debounce: NodeJS.Timeout | undefined;
+  private watcher: DirWatch | undefined;
   private chain: Promise<void> = Promise.resolve();
   private sink: SourceSink | undefined;
 
@@ -135,29 +133,12 @@ export class FileSource implements Source {
     this.sink = sink;
     await this.rescan();
     sink.synced();
-    try {
-      this.watcher = watch(this.o.dir, () => this.schedule());
-      this.watcher.on('error', (err) => this.o.logger.warn({ err: errorMessage(err) }, 'services-dir watch failed; polling continues'));
-    } catch (err) {
-      this.o.logger.warn({ err: errorMessage(err), dir: this.o.dir }, 'cannot watch services-dir; polling only');
-    }
-    this.timer = setInterval(() => this.schedule(), this.o.pollMs ?? 2_000);
-    this.timer.unref();
+    this.watcher = watchDirs([this.o.dir], () => void this.rescan(), { pollMs: this.o.pollMs ?? 2_000, logger: this.o.logger, what: 'services-dir' });
   }
 
   async stop(): Promise<void> {
-    this.watcher?.close();
-    if (this.timer) clearInterval(this.timer);
-    if (this.debounce) clearTimeout(this.debounce);
+    this.watcher?.stop();
     await this.chain;
-  }
-
-  private schedule(): void {
-    if (this.debounce) return;
-    this.debounce = setTimeout(() => {
-      this.debounce = undefined;
-      void this.rescan();
-    }, 100);
   }
 
   /** Re-read the directory and report what changed. Serialised. */

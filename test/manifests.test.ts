@@ -58,6 +58,12 @@ t.test('RBAC is least privilege', async (t) => {
   t.equal(find(base, 'ServiceAccount', 'flowhint-webhook')?.automountServiceAccountToken, false);
 });
 
+t.test('backfill: list and patch Services, nothing else', async (t) => {
+  const b = build(join(ROOT, 'backfill'));
+  t.same(find(b, 'ClusterRole', 'flowhint-backfill')?.rules, [{ apiGroups: [''], resources: ['services'], verbs: ['list', 'patch'] }]);
+  t.same(find(b, 'Job', 'flowhint-backfill')?.spec.template.spec.containers[0].args, ['backfill']);
+});
+
 t.test('the webhook runs restricted; the agent has NET_ADMIN only', async (t) => {
   const w = find(base, 'Deployment', 'flowhint-webhook')!.spec;
   t.equal(w.replicas, 2);

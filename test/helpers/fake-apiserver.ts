@@ -11,10 +11,12 @@
  *   stops matching is sent as DELETED to a selecting watch;
  * - BOOKMARK events when `allowWatchBookmarks=true` was asked for (or `bookmark()` forces);
  * - faults on demand: HTTP errors for the next N requests, dropped watch connections, and
- *   watches that hang without sending anything.
+ *   watches that hang without sending anything;
+ * - PATCH of one Service with `application/json-patch+json` (a failing `test` op: 422).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import fjp from 'fast-json-patch';
 
 type Obj = { metadata: { name: string; namespace: string; labels?: Record<string, string>; resourceVersion?: string }; [k: string]: unknown };
 
@@ -149,6 +151,33 @@ export class FakeApiServer {
     w.res.write(`${JSON.stringify(event)}\n`);
   }
 
+  readonly patches: Array<{ key: string; contentType: string; ops: unknown }> = [];
+
+  private patchOne(req: IncomingMessage, res: ServerResponse, namespace: string, name: string, dryRun: boolean): void {
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c.toString()));
+    req.on('end', () => {
+      const key = `${namespace}/${name}`;
+      const current = this.objects.get(key);
+      const reply = (code: number, o: unknown) => {
+        res.writeHead(code, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(o));
+      };
+      if (!current) return reply(404, { kind: 'Status', apiVersion: 'v1', status: 'Failure', code: 404, reason: 'NotFound' });
+      const ops = JSON.parse(body) as fjp.Operation[];
+      this.patches.push({ key, contentType: req.headers['content-type'] ?? '', ops });
+      if (req.headers['content-type'] !== 'application/json-patch+json') return reply(415, { kind: 'Status', code: 415 });
+      let next: Obj;
+      try {
+        next = fjp.applyPatch(structuredClone(current), ops, true, false).newDocument;
+      } catch (err) {
+        return reply(422, { kind: 'Status', apiVersion: 'v1', status: 'Failure', code: 422, reason: 'Invalid', message: String(err) });
+      }
+      if (!dryRun) this.apply(next);
+      reply(200, this.objects.get(key));
+    });
+  }
+
   private handle(req: IncomingMessage, res: ServerResponse): void {
     const u = new URL(req.url ?? '/', 'http://x');
     const query = Object.fromEntries(u.searchParams);
@@ -157,6 +186,11 @@ export class FakeApiServer {
     if (status !== undefined) {
       res.writeHead(status, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', code: status, message: 'injected failure' }));
+      return;
+    }
+    const one = /^\/api\/v1\/namespaces\/([^/]+)\/services\/([^/]+)$/.exec(u.pathname);
+    if (one && req.method === 'PATCH') {
+      this.patchOne(req, res, decodeURIComponent(one[1]!), decodeURIComponent(one[2]!), query.dryRun === 'All');
       return;
     }
     if (u.pathname !== '/api/v1/services' || req.method !== 'GET') {

@@ -1,0 +1,86 @@
+/**
+ * The CEL in the manifests, evaluated with a CEL library against the same cases as api/:
+ * the ValidatingAdmissionPolicy must decide as api/validation.ts does, and the webhooks'
+ * matchConditions must send exactly the Services that carry a flowhint key. Webhook, policy
+ * and match conditions cannot drift apart unnoticed.
+ */
+import t from 'tap';
+import { readFileSync } from 'node:fs';
+import { loadAll } from 'js-yaml';
+import { run } from '@bufbuild/cel';
+import { validateService } from '../api/index.ts';
+import { HINT, THRESHOLD, completeService, hinted } from './helpers/services.ts';
+
+type Obj = Record<string, any>;
+const docs = (f: string) => (loadAll(readFileSync(new URL(`../manifests/base/${f}`, import.meta.url), 'utf8')) as Obj[]).filter(Boolean);
+const policy = docs('admission-policy.yaml').find((d) => d.kind === 'ValidatingAdmissionPolicy')!.spec;
+const hooks = docs('webhook-configurations.yaml').map((d) => d.webhooks[0]);
+
+/** JSON as CEL sees Kubernetes objects: maps, lists, ints. */
+function toCel(v: unknown): unknown {
+  if (v === null || v === undefined) return null;
+  if (Array.isArray(v)) return v.map(toCel);
+  if (typeof v === 'object') return new Map(Object.entries(v as Obj).map(([k, x]) => [k, toCel(x)]));
+  if (typeof v === 'number' && Number.isInteger(v)) return BigInt(v);
+  return v;
+}
+
+function cel(expr: string, vars: Record<string, unknown>): boolean {
+  const r = run(expr, vars as never);
+  if (typeof r !== 'boolean') throw new Error(`${expr} gave ${String(r)}`);
+  return r;
+}
+
+/** Whether the policy admits the object: match conditions, variables, then validations. */
+function policyAllows(object: Obj, oldObject: Obj | null): boolean {
+  const base = { object: toCel(object), oldObject: toCel(oldObject) };
+  if (!policy.matchConditions.every((m: Obj) => cel(m.expression, base))) return true;
+  const variables = new Map<string, unknown>();
+  for (const v of policy.variables) variables.set(v.name, run(v.expression, { ...base, variables } as never));
+  return policy.validations.every((v: Obj) => cel(v.expression, { ...base, variables }));
+}
+
+const withSpec = (spec: Obj) => ({ ...hinted(), spec });
+const cases: Array<[string, Obj, Obj | null]> = [
+  ['canonical hint', hinted(), null],
+  ['threshold 0', hinted('LongLived', { [THRESHOLD]: '0' }), null],
+  ['threshold max', hinted('LongLived', { [THRESHOLD]: '1000000' }), null],
+  ['threshold too big', hinted('LongLived', { [THRESHOLD]: '1000001' }), null],
+  ['threshold negative', hinted('LongLived', { [THRESHOLD]: '-1' }), null],
+  ['threshold leading zero', hinted('LongLived', { [THRESHOLD]: '05' }), null],
+  ['threshold untrimmed', hinted('LongLived', { [THRESHOLD]: ' 5' }), null],
+  ['threshold exponent', hinted('LongLived', { [THRESHOLD]: '1e3' }), null],
+  ['threshold empty', hinted('LongLived', { [THRESHOLD]: '' }), null],
+  ['threshold without hint', completeService({ annotations: { [THRESHOLD]: '10' } }), null],
+  ['unknown value', hinted('Turbo', {}, 'Turbo'), null],
+  ['non-canonical value', hinted('longlived', {}, 'longlived'), null],
+  ['empty value', hinted('', {}, ''), null],
+  ['label without hint', completeService({ labels: { [HINT]: 'LongLived' } }), null],
+  ['label differs', hinted('LongLived', {}, 'Other'), null],
+  ['ExternalName', withSpec({ type: 'ExternalName', externalName: 'db.example.com' }), null],
+  ['headless', withSpec({ type: 'ClusterIP', clusterIP: 'None', ports: [{ port: 80 }] }), null],
+  ['SCTP only (a warning, allowed)', withSpec({ clusterIP: '10.96.0.9', ports: [{ port: 9, protocol: 'SCTP' }] }), null],
+  ['unhinted', completeService(), null],
+  ['no maps', completeService({ annotations: undefined, labels: undefined }), null],
+  ['UPDATE: hint removed', completeService(), hinted()],
+  ['UPDATE: unchanged pre-existing bad hint (ratchet)', { ...hinted('Turbo', {}, null), spec: { ...hinted().spec, selector: { app: 'v2' } } }, hinted('Turbo', {}, null)],
+  ['UPDATE: good hint made bad', hinted('Turbo', {}, 'Turbo'), hinted()],
+  ['UPDATE: threshold changed to invalid', hinted('LongLived', { [THRESHOLD]: 'x' }), hinted('LongLived', { [THRESHOLD]: '5' })],
+];
+
+t.test('the ValidatingAdmissionPolicy decides as api/ does', async (t) => {
+  for (const [name, object, old] of cases) {
+    const api = validateService(object, old ?? undefined).errors.length === 0;
+    t.equal(policyAllows(object, old), api, `${name}: ${api ? 'allowed' : 'rejected'}`);
+  }
+});
+
+t.test('matchConditions send exactly the Services carrying a flowhint key', async (t) => {
+  const carries = (o: Obj | null) => !!o && (HINT in (o.metadata.annotations ?? {}) || THRESHOLD in (o.metadata.annotations ?? {}) || HINT in (o.metadata.labels ?? {}));
+  for (const [name, object, old] of cases) {
+    for (const hook of hooks) {
+      const sent = hook.matchConditions.every((m: Obj) => cel(m.expression, { object: toCel(object), oldObject: toCel(old) }));
+      t.equal(sent, carries(object) || carries(old), `${hook.name} ${name}`);
+    }
+  }
+});

@@ -1,7 +1,6 @@
 /** Shared benchmark plumbing: child servers, their RSS, medians, the final JSON line. */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { createInterface } from 'node:readline';
+import { closeSync, openSync, readFileSync } from 'node:fs';
 
 export function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -21,25 +20,25 @@ export function rssMiB(pid: number): number {
   return kb / 1024;
 }
 
-/** Start a child and resolve once a line on its output satisfies `ready`. */
-export async function startChild(cmd: string, args: string[], ready: (line: string) => string | undefined, stream: 'stdout' | 'stderr' = 'stdout'): Promise<{ child: ChildProcess; value: string }> {
-  const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  const rl = createInterface({ input: child[stream]! });
-  const other = stream === 'stdout' ? child.stderr! : child.stdout!;
-  other.resume();
-  const value = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${cmd} ${args.join(' ')} did not become ready`)), 20_000);
-    child.once('exit', (code) => reject(new Error(`${cmd} exited ${code} before ready`)));
-    rl.on('line', (line) => {
+/**
+ * Start a child with its output going to a file, as a container runtime would take it, and
+ * resolve once a line of it satisfies `ready`. (A pipe read by this busy process would
+ * block the child's synchronous log writes and show up as its latency.)
+ */
+export async function startChild(cmd: string, args: string[], ready: (line: string) => string | undefined, logFile: string): Promise<{ child: ChildProcess; value: string }> {
+  const fd = openSync(logFile, 'w');
+  const child = spawn(cmd, args, { stdio: ['ignore', fd, fd] });
+  closeSync(fd);
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`${cmd} exited ${child.exitCode} before ready: ${readFileSync(logFile, 'utf8').slice(-500)}`);
+    for (const line of readFileSync(logFile, 'utf8').split('\n')) {
       const v = ready(line);
-      if (v !== undefined) {
-        clearTimeout(timer);
-        resolve(v);
-      }
-    });
-  });
-  rl.on('line', () => {});
-  return { child, value };
+      if (v !== undefined) return { child, value: v };
+    }
+    if (Date.now() > deadline) throw new Error(`${cmd} ${args.join(' ')} did not become ready`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
 }
 
 export async function stopChild(child: ChildProcess): Promise<void> {

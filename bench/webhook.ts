@@ -80,7 +80,7 @@ try {
   const cert = join(dir, 'tls.crt');
   const key = join(dir, 'tls.key');
   const node = process.execPath;
-  const bare = await startChild(node, ['bench/bare-server.ts', cert, key], (l) => (/^\d+$/.test(l) ? l : undefined));
+  const bare = await startChild(node, ['bench/bare-server.ts', cert, key], (l) => (/^\d+$/.test(l) ? l : undefined), join(dir, 'bare.log'));
   const hook = await startChild(
     node,
     ['bin/flowhint.ts', 'webhook', '--cert', cert, '--key', key, '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0'],
@@ -92,6 +92,7 @@ try {
         return undefined;
       }
     },
+    join(dir, 'webhook.log'),
   );
   const bareUrl = `https://127.0.0.1:${bare.value}`;
   const hookUrl = hook.value!;
@@ -109,14 +110,18 @@ try {
     hookRps.push(w.requests.average);
     console.log(`round ${i + 1}: bare ${round(b.requests.average, 0)} req/s, webhook ${round(w.requests.average, 0)} req/s (p99 ${w.latency.p99} ms)`);
   }
+  // The baseline at the same fixed rate, for context: tail latency on a 2-core machine that
+  // also runs the load generator is partly the machine's.
+  const bareFixed = await cannon(bareUrl, { overallRate: 1000, connections: 16, duration: Math.max(SECONDS, 5) });
   const fixed = await cannon(hookUrl, { overallRate: 1000, connections: 16, duration: Math.max(SECONDS, 5) });
   errors += fixed.errors + fixed.non2xx;
   const rss = rssMiB(hook.child.pid!);
+  const bareRss = rssMiB(bare.child.pid!);
   await stopChild(bare.child);
   await stopChild(hook.child);
   const ratio = median(hookRps) / median(bareRps);
   console.log(`\nwebhook ${round(median(hookRps), 0)} req/s vs bare node:https ${round(median(bareRps), 0)} req/s (median of ${ROUNDS} x ${SECONDS}s, ${CONNECTIONS} connections)`);
-  console.log(`at 1000 req/s: p50 ${fixed.latency.p50} ms, p99 ${fixed.latency.p99} ms, ${fixed.requests.total} requests; webhook RSS ${round(rss, 1)} MiB; errors ${errors}`);
+  console.log(`at 1000 req/s: webhook p50 ${fixed.latency.p50} ms, p99 ${fixed.latency.p99} ms (bare: p50 ${bareFixed.latency.p50} ms, p99 ${bareFixed.latency.p99} ms); ${fixed.requests.total} requests; webhook RSS ${round(rss, 1)} MiB (bare ${round(bareRss, 1)} MiB); errors ${errors}`);
   console.log(JSON.stringify({ throughput_ratio: round(ratio), p99_ms_at_1000rps: fixed.latency.p99, rss_mib: round(rss, 1) }));
 } finally {
   await rm(dir, { recursive: true, force: true });

@@ -21,7 +21,7 @@ import type { Runner } from '../lib/exec.ts';
 import type { Address } from './address.ts';
 import { addressKey } from './address.ts';
 import { countByService, readOffloaded } from './conntrack.ts';
-import { diff, emptyState, isEmptyDelta, serviceEntry, withNodeAddresses, withServices, allAddressKeys, rulesFor, type DesiredState, type ServiceEntry } from './desired.ts';
+import { diff, emptyState, isEmptyDelta, serviceEntry, withNodeAddresses, withServices, type DesiredState, type ServiceEntry } from './desired.ts';
 import { listLinks, listNodeAddresses, selectDevices, type DeviceFilter } from './devices.ts';
 import type { AgentMetrics } from './metrics.ts';
 import { NftError, type Nft, type ReadTable } from './nft.ts';

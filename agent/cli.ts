@@ -59,7 +59,7 @@ const AgentFlags = z.object({
       }
       return out;
     }),
-  'metrics-port': portFlag(z, 9471),
+  'metrics-port': portFlag(9471),
   'metrics-host': z.string().default('0.0.0.0'),
   'state-dir': z.string().default(DEFAULT_STATE_DIR),
   'no-flowtable-counter': z.boolean().default(false),

@@ -3,7 +3,7 @@
  * is checked at the edge and a bad one exits 2 with a message naming it.
  */
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import type { z } from 'zod';
+import { z } from 'zod';
 import { FlowhintError } from './errors.ts';
 
 export class UsageError extends FlowhintError {
@@ -44,6 +44,6 @@ export function parseFlags<S extends z.ZodType>(
 }
 
 /** A decimal port 0-65535 given as a flag string. */
-export function portFlag(z_: typeof z, fallback: number) {
-  return z_.coerce.number().int().min(0).max(65535).default(fallback);
+export function portFlag(fallback: number) {
+  return z.coerce.number().int().min(0).max(65535).default(fallback);
 }

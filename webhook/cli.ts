@@ -9,8 +9,8 @@ const USAGE = 'usage: flowhint webhook --cert FILE --key FILE [--port 8443] [--m
 const Flags = z.object({
   cert: z.string().min(1),
   key: z.string().min(1),
-  port: portFlag(z, 8443),
-  'metrics-port': portFlag(z, 8080),
+  port: portFlag(8443),
+  'metrics-port': portFlag(8080),
   host: z.string().default('0.0.0.0'),
   'cert-poll-seconds': z.coerce.number().positive().default(10),
 });

@@ -2,7 +2,7 @@ import t from 'tap';
 import { buildDesired, diff, withServices } from '../../agent/desired.ts';
 import { EMPTY_LISTING, deviceLines, renderDelta, renderFull, type RenderOptions } from '../../agent/render.ts';
 import { parseAddress, type Address } from '../../agent/address.ts';
-import { entry, golden, svc } from '../helpers/agent.ts';
+import { entry, golden } from '../helpers/agent.ts';
 
 const node: Address[] = [parseAddress('192.168.1.10')!, parseAddress('fd00:1::10')!];
 const on: RenderOptions = { flowtable: true, devices: ['eth0', 'veth12ab'], counter: true };

@@ -7,6 +7,7 @@
 import { z } from 'zod';
 import { parseFlags, portFlag } from '../lib/cli.ts';
 import { makeRunner } from '../lib/exec.ts';
+import { acquireInstanceLock } from '../lib/instance-lock.ts';
 import { createLogger } from '../lib/log.ts';
 import { DEFAULT_THRESHOLD, THRESHOLD_MAX } from '../api/index.ts';
 import { parseAddress, type Address } from './address.ts';
@@ -94,6 +95,8 @@ export async function agentCommand(argv: string[]): Promise<number> {
     AgentFlags,
     AGENT_USAGE,
   );
+  // One agent per network namespace it programs: a second one refuses to start.
+  const lock = await acquireInstanceLock(`flowhint-agent:${f.netns ?? 'host'}`);
   const logger = createLogger('flowhint-agent');
   // Handle SIGTERM from the very start: one that arrives during start-up still ends in a
   // clean stop (watches closed, rules left in place) and exit 0.
@@ -129,6 +132,7 @@ export async function agentCommand(argv: string[]): Promise<number> {
     await agent.refreshOffloadMetrics().catch(() => undefined);
     await agent.stop({ cleanup: f['cleanup-on-exit'] });
     logger.info({ ok: r.ok, kind: r.kind, mode: agent.flowtableSupported ? 'supported' : 'degraded' }, 'agent --once done');
+    await lock.release();
     return r.ok ? 0 : 1;
   }
   const { startMetricsServer } = await import('../lib/metrics-server.ts');
@@ -146,6 +150,7 @@ export async function agentCommand(argv: string[]): Promise<number> {
   logger.info({ signal }, 'stopping watches');
   await agent.stop({ cleanup: f['cleanup-on-exit'] });
   await server.close();
+  await lock.release();
   return 0;
 }
 

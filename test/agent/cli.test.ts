@@ -1,0 +1,62 @@
+/** The agent CLI in a scratch namespace: --once, status, a second agent refused, SIGTERM, cleanup. */
+import t from 'tap';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createNetns } from '../helpers/netns.ts';
+
+const ns = createNetns();
+const dir = mkdtempSync(join(tmpdir(), 'flowhint-cli-'));
+const state = mkdtempSync(join(tmpdir(), 'flowhint-cli-state-'));
+t.teardown(() => {
+  ns.destroy();
+  rmSync(dir, { recursive: true, force: true });
+  rmSync(state, { recursive: true, force: true });
+});
+writeFileSync(join(dir, 'a.yaml'), `apiVersion: v1\nkind: Service\nmetadata: {name: a, namespace: demo, annotations: {flowhint.dev/traffic-hint: LongLived}}\nspec: {clusterIP: 10.96.0.10, clusterIPs: [10.96.0.10], ports: [{port: 80}]}\n`);
+const cli = (...args: string[]) => spawnSync(process.execPath, ['bin/flowhint.ts', ...args], { encoding: 'utf8', timeout: 60_000 });
+const agentArgs = ['agent', '--services-dir', dir, '--state-dir', state, '--netns', ns.name, '--metrics-port', '0', '--metrics-host', '127.0.0.1'];
+
+t.test('--once programs and exits 0; status reads it', async (t) => {
+  const r = cli(...agentArgs, '--once');
+  t.equal(r.status, 0, r.stderr);
+  t.match(ns.sh('nft', 'list', 'table', 'inet', 'flowhint'), /10\.96\.0\.10 : goto v4_/);
+  const s = cli('status', '--state-dir', state, '--netns', ns.name);
+  t.equal(s.status, 0, s.stderr);
+  t.match(s.stdout, /^node: degraded: kernel has no flowtable support/m);
+  t.match(s.stdout, /demo\/a\s+10\.96\.0\.10\s+tcp\/80\s+after 20 packets\s+offloaded now: 0/);
+  const j = JSON.parse(cli('status', '--json', '--state-dir', state, '--netns', ns.name).stdout);
+  t.equal(j.lastSync.ok, true);
+  t.equal(cli('status', '--state-dir', join(state, 'nope')).status, 1, 'no status file: exit 1 with a message');
+});
+
+t.test('a running agent: a second refuses; SIGTERM exits 0 and leaves the rules', async (t) => {
+  const first = spawn(process.execPath, ['bin/flowhint.ts', ...agentArgs], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  first.stdout.on('data', (c: Buffer) => (out += c.toString()));
+  for (let i = 0; i < 200 && !/"msg":"synced"/.test(out); i++) await sleep(50);
+  t.match(out, /"msg":"synced"/, 'first agent synced');
+  const second = cli(...agentArgs, '--once');
+  t.equal(second.status, 1);
+  t.match(second.stderr, /FH_AGENT_RUNNING/);
+  first.kill('SIGTERM');
+  const code = await new Promise((r) => first.once('exit', r));
+  t.equal(code, 0, 'exit 0 on SIGTERM');
+  t.match(out, /rules left in place/);
+  t.match(ns.sh('nft', 'list', 'table', 'inet', 'flowhint'), /10\.96\.0\.10/, 'rules kept');
+});
+
+t.test('cleanup deletes the table; twice is fine', async (t) => {
+  t.equal(cli('cleanup', '--netns', ns.name).status, 0);
+  t.throws(() => ns.sh('nft', 'list', 'table', 'inet', 'flowhint'));
+  t.equal(cli('cleanup', '--netns', ns.name).status, 0);
+});
+
+t.test('bad flags exit 2 and name the flag', async (t) => {
+  const r = cli('agent', '--offload-after-packets', '-5', '--services-dir', dir);
+  t.equal(r.status, 2);
+  t.match(r.stderr, /--offload-after-packets/);
+  t.equal(cli('agent', '--devices', '(', '--services-dir', dir).status, 2);
+});

@@ -48,6 +48,20 @@ t.test('a running agent: a second refuses; SIGTERM exits 0 and leaves the rules'
   t.match(ns.sh('nft', 'list', 'table', 'inet', 'flowhint'), /10\.96\.0\.10/, 'rules kept');
 });
 
+t.test('kill -9, then a restart: the table survives and the restart converges on it unchanged', async (t) => {
+  const before = ns.sh('nft', 'list', 'table', 'inet', 'flowhint');
+  const a = spawn(process.execPath, ['bin/flowhint.ts', ...agentArgs], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  a.stdout.on('data', (c: Buffer) => (out += c.toString()));
+  for (let i = 0; i < 200 && !/"msg":"synced"/.test(out); i++) await sleep(50);
+  a.kill('SIGKILL');
+  await new Promise((r) => a.once('exit', r));
+  t.equal(ns.sh('nft', 'list', 'table', 'inet', 'flowhint'), before, 'rules as they were');
+  const r = cli(...agentArgs, '--once');
+  t.equal(r.status, 0, 'the lock died with the process; the restart runs');
+  t.equal(ns.sh('nft', 'list', 'table', 'inet', 'flowhint'), before, 'and leaves the ruleset unchanged');
+});
+
 t.test('cleanup deletes the table; twice is fine', async (t) => {
   t.equal(cli('cleanup', '--netns', ns.name).status, 0);
   t.throws(() => ns.sh('nft', 'list', 'table', 'inet', 'flowhint'));

@@ -1,7 +1,7 @@
 /** The agent CLI in a scratch namespace: --once, status, a second agent refused, SIGTERM, cleanup. */
 import t from 'tap';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -60,6 +60,26 @@ t.test('kill -9, then a restart: the table survives and the restart converges on
   const r = cli(...agentArgs, '--once');
   t.equal(r.status, 0, 'the lock died with the process; the restart runs');
   t.equal(ns.sh('nft', 'list', 'table', 'inet', 'flowhint'), before, 'and leaves the ruleset unchanged');
+});
+
+t.test('SIGTERM in the middle of a sync: the transaction completes, then exit 0', async (t) => {
+  ns.sh('nft', 'delete', 'table', 'inet', 'flowhint');
+  const bin = mkdtempSync(join(tmpdir(), 'flowhint-slow-nft-'));
+  t.teardown(() => rmSync(bin, { recursive: true, force: true }));
+  const real = spawnSync('sh', ['-c', 'command -v nft'], { encoding: 'utf8' }).stdout.trim();
+  // A slow `nft -f` that says when it has started.
+  writeFileSync(join(bin, 'nft'), `#!/bin/sh\nif [ "$1" = "-f" ]; then touch '${bin}/in-sync'; sleep 2; fi\nexec ${real} "$@"\n`);
+  chmodSync(join(bin, 'nft'), 0o755);
+  const a = spawn(process.execPath, ['bin/flowhint.ts', ...agentArgs], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, PATH: `${bin}:${process.env.PATH}` } });
+  let out = '';
+  a.stdout.on('data', (c: Buffer) => (out += c.toString()));
+  for (let i = 0; i < 400 && !existsSync(join(bin, 'in-sync')); i++) await sleep(25);
+  t.ok(existsSync(join(bin, 'in-sync')), 'the agent is inside nft -f');
+  a.kill('SIGTERM');
+  const code = await new Promise((r) => a.once('exit', r));
+  t.equal(code, 0);
+  t.match(out, /"msg":"synced"/, 'the in-flight sync finished before the exit');
+  t.match(ns.sh('nft', 'list', 'table', 'inet', 'flowhint'), /10\.96\.0\.10 : goto v4_/, 'and its transaction is in the kernel, whole');
 });
 
 t.test('cleanup deletes the table; twice is fine', async (t) => {

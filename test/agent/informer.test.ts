@@ -163,3 +163,21 @@ t.test('500s stop the library informer; we restart it with backoff and count it'
   await until('j after restarts', () => s.state.has('demo/j'), 15_000);
   t.ok(s.restarts() >= 2);
 });
+
+t.test('the API server away for a while: nothing is deleted meanwhile; converges on recovery', async (t) => {
+  const s = await setup(t);
+  s.api.apply(service('k'));
+  s.api.apply(service('l'));
+  await s.start();
+  await until('k,l', () => s.state.size === 2);
+  await until('watch open', () => s.api.openWatches === 1);
+  await s.api.pause();
+  // Changes the agent cannot see while the API server is unreachable.
+  s.api.delete('demo', 'k');
+  s.api.apply(service('m'));
+  await sleep(1500);
+  t.same([...s.state.keys()].sort(), ['demo/k', 'demo/l'], 'state kept as it was through the outage');
+  t.ok(s.restarts() >= 1, `restarts counted while away (${s.restarts()})`);
+  await s.api.resume();
+  await until('converged after recovery', () => !s.state.has('demo/k') && s.state.has('demo/m') && s.state.has('demo/l'), 15_000);
+});

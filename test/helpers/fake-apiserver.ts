@@ -66,9 +66,24 @@ export class FakeApiServer {
     this.server = createServer((req, res) => this.handle(req, res));
   }
 
+  private port = 0;
+
   async start(): Promise<void> {
-    await new Promise<void>((r) => this.server.listen(0, '127.0.0.1', r));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+    await new Promise<void>((r) => this.server.listen(this.port, '127.0.0.1', r));
+    this.port = (this.server.address() as AddressInfo).port;
+    this.url = `http://127.0.0.1:${this.port}`;
+  }
+
+  /** The API server goes away: connections refused, open watches reset. State is kept. */
+  async pause(): Promise<void> {
+    this.dropWatches();
+    this.server.closeAllConnections();
+    await new Promise<void>((r) => this.server.close(() => r()));
+  }
+
+  /** Back on the same address, with whatever changed meanwhile (via apply/delete). */
+  async resume(): Promise<void> {
+    await this.start();
   }
 
   async stop(): Promise<void> {

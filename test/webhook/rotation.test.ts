@@ -13,6 +13,7 @@ import { startWebhook } from '../../webhook/server.ts';
 import { silentLogger } from '../../lib/log.ts';
 import { post, review } from '../helpers/admission.ts';
 import { hinted } from '../helpers/services.ts';
+import autocannon from 'autocannon';
 
 const root = await mkdtemp(join(tmpdir(), 'flowhint-rotate-'));
 t.teardown(() => rm(root, { recursive: true, force: true }));
@@ -84,4 +85,32 @@ t.test('a broken pair keeps the previous certificate', async (t) => {
   t.equal(r.peerFingerprint, expected, 'still serving the last good certificate');
   const metrics = await (await fetch(`${server.metricsUrl}/metrics`)).text();
   t.match(metrics, /flowhint_webhook_cert_reloads_total\{result="error"\} [1-9]/);
+});
+
+t.test('10 rotations during a steady autocannon run: 0 failed requests', async (t) => {
+  const reloads = async () => Number(/flowhint_webhook_cert_reloads_total\{result="ok"\} (\d+)/.exec(await (await fetch(`${server.metricsUrl}/metrics`)).text())?.[1] ?? 0);
+  const before = await reloads();
+  const run = autocannon({
+    url: `${server.url}/mutate`,
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(review({ object: hinted() })),
+    connections: 8,
+    duration: 8,
+    tlsOptions: { ca: first.caCert },
+  });
+  for (let i = 0; i < 10; i++) {
+    await sleep(600);
+    expected = await publish(await generateCerts({ dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'], ca }));
+    const deadline = Date.now() + 3000;
+    while ((await reloads()) < before + i + 1 && Date.now() < deadline) await sleep(20);
+  }
+  const result = await run;
+  t.equal(await reloads(), before + 10, '10 reloads');
+  t.equal(result.errors, 0, 'no connection errors');
+  t.equal(result.timeouts, 0, 'no timeouts');
+  t.equal(result.non2xx, 0, 'no non-2xx answers');
+  t.ok(result.requests.total > 100, `${result.requests.total} requests during the rotations`);
+  const r = await post(server.url, '/healthz', '', { ca: first.caCert, method: 'GET' });
+  t.equal(r.peerFingerprint, expected, 'a new handshake presents the last certificate');
 });

@@ -3,9 +3,11 @@
  * `/api/v1/services`, with the label selector `flowhint.dev/traffic-hint`, so the API
  * server sends this node only hinted Services; the list call passes the same selector.
  *
- * The library re-lists on 410 Gone and reconnects dropped or timed-out watches itself, but
- * stops the informer on any other error (a 500, a refused connection, a failed list). We
- * restart it with capped exponential backoff and count the restarts.
+ * The library re-lists on 410 Gone and re-watches a cleanly closed or silent (30 s) watch
+ * itself, but stops the informer on any other error (a 500, a reset or refused connection, a
+ * failed list). We restart it with exponential backoff, capped at 10 s so that a node
+ * converges within seconds of the API server's recovery, with ±20 % jitter so that a
+ * cluster's nodes do not retry in step; and count the restarts.
  */
 import { CoreV1Api, KubeConfig, makeInformer, type Informer, type KubernetesObject, type ObjectCache, type V1Service } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
@@ -73,8 +75,8 @@ export class KubeSource implements Source {
     informer.on('error', (err: unknown) => {
       if (this.stopped) return;
       const reason = errorMessage(err);
-      const delay = this.delayMs;
-      this.delayMs = Math.min(this.delayMs * 2, this.o.backoff?.maxMs ?? 30_000);
+      const delay = Math.round(this.delayMs * (0.8 + Math.random() * 0.4));
+      this.delayMs = Math.min(this.delayMs * 2, this.o.backoff?.maxMs ?? 10_000);
       this.restarts += 1;
       this.o.onRestart?.(reason);
       this.o.logger.warn({ err: reason, retryInMs: delay, restarts: this.restarts }, 'service informer stopped; restarting');

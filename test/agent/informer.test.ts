@@ -181,3 +181,15 @@ t.test('the API server away for a while: nothing is deleted meanwhile; converges
   await s.api.resume();
   await until('converged after recovery', () => !s.state.has('demo/k') && s.state.has('demo/m') && s.state.has('demo/l'), 15_000);
 });
+
+t.test('a watch that hangs without data is cut by client-node after 30 s and re-opened', async (t) => {
+  const s = await setup(t);
+  await s.start();
+  await until('watch open', () => s.api.openWatches === 1);
+  s.api.hangNextWatches(1);
+  s.api.endWatches();
+  await until('the hanging watch is open', () => s.api.openWatches === 1);
+  s.api.apply(service('n'));
+  await until('n arrives once the silent watch is replaced', () => s.state.has('demo/n'), 45_000);
+  t.equal(s.restarts(), 0, 'a timeout is not an error');
+});

@@ -159,6 +159,23 @@ bulk $CLIENT 10.96.0.10 6 -p 80; sleep 4
 check "hint removed: new connections are not offloaded" not_offloaded "dst=10.96.0.10" "dport=80"
 wait $BULK
 kill -TERM $A; wait $A
+
+# --- a device vanishing between listing and applying ------------------------------------
+nsx $NODE ip link add n3 type veth peer name n3p; nsx $NODE ip link set n3 up; nsx $NODE ip link set n3p up
+mkdir -p /tmp/wrap
+cat > /tmp/wrap/nft <<WRAP
+#!/bin/sh
+# Delete n3 just before the first transaction, after the agent listed it.
+if [ "\$1" = "-f" ] && [ -e /tmp/vanish ]; then rm -f /tmp/vanish; ip link del n3; fi
+exec $(command -v nft) "\$@"
+WRAP
+chmod +x /tmp/wrap/nft; touch /tmp/vanish
+ip netns exec $NODE env PATH=/tmp/wrap:$PATH $FH agent --services-dir $DIR --once --state-dir $STATE > $LOGS/vanish.log 2>&1; RC=$?
+check "vanished device: the sync still succeeds (exit $RC)" [ $RC -eq 0 ]
+check "vanished device: it was retried once after re-listing" grep -q 'retrying once with the current list' $LOGS/vanish.log
+check "vanished device: the flowtable has the others, not it" bash -c "ip netns exec $NODE nft list flowtable inet flowhint fastpath | grep -q 'n0, n1' && ! ip netns exec $NODE nft list flowtable inet flowhint fastpath | grep -q n3"
+[ $RC -eq 0 ] || sed 's/^/#   /' $LOGS/vanish.log | tail -n 20
+
 check "cleanup deletes the table" nsx $NODE $FH cleanup
 check "no table after cleanup" bash -c "! ip netns exec $NODE nft list table inet flowhint 2>/dev/null"
 

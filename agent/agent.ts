@@ -24,9 +24,10 @@ import { countByService, readOffloaded } from './conntrack.ts';
 import { diff, emptyState, isEmptyDelta, serviceEntry, withNodeAddresses, withServices, type DesiredState, type ServiceEntry } from './desired.ts';
 import { listLinks, listNodeAddresses, selectDevices, type DeviceFilter } from './devices.ts';
 import type { AgentMetrics } from './metrics.ts';
-import { NftError, type Nft, type ReadTable } from './nft.ts';
+import { matches } from './drift.ts';
+import { NftError, type Nft } from './nft.ts';
 import { ensureConntrackAccounting, probeFlowtable, type AcctResult } from './probe.ts';
-import { BASE_CHAIN, FAMILY, FLOWTABLE, MAP, SEEN, TABLE, deviceLines, renderDeleteTable, renderDelta, renderFull, type RenderOptions } from './render.ts';
+import { FAMILY, FLOWTABLE, SEEN, TABLE, deviceLines, renderDeleteTable, renderDelta, renderFull, type RenderOptions } from './render.ts';
 import type { Source, SourceEvent } from './sources/source.ts';
 import { servicesStatus, writeStatus, type StatusDoc } from './status.ts';
 
@@ -451,19 +452,4 @@ export class Agent {
     });
     await this.statusWrites;
   }
-}
-
-/** Whether the table read back has exactly the objects the desired state needs. */
-export function matches(current: ReadTable | undefined, target: DesiredState, flowtable: boolean): boolean {
-  if (!current) return false;
-  const chains = new Set([BASE_CHAIN, ...target.chains.keys()]);
-  const sameSet = (a: ReadonlySet<string>, b: ReadonlySet<string>) => a.size === b.size && [...a].every((x) => b.has(x));
-  if (!sameSet(current.chains, chains) || current.counters.size > 0) return false;
-  if (!current.sets.has(SEEN.ip) || !current.sets.has(SEEN.ip6)) return false;
-  if ((current.ruleCounts.get(BASE_CHAIN) ?? 0) !== 2) return false;
-  for (const [name, spec] of target.chains) if ((current.ruleCounts.get(name) ?? 0) !== spec.rules.length) return false;
-  const keys = [...target.chainOf.keys()];
-  const v4 = keys.filter((k) => k.startsWith('ip ')).length;
-  if ((current.elementCounts.get(MAP.ip) ?? 0) !== v4 || (current.elementCounts.get(MAP.ip6) ?? 0) !== keys.length - v4) return false;
-  return current.flowtables.has(FLOWTABLE) === flowtable;
 }

@@ -35,7 +35,6 @@ export interface ReadTable extends Listing {
   readonly seenElements: ReadonlyMap<string, readonly string[]>;
   /** Counting-set element counters: set name -> address -> packets. */
   readonly seenCounters: ReadonlyMap<string, ReadonlyMap<string, number>>;
-  readonly counterValues: ReadonlyMap<string, { packets: number; bytes: number }>;
   readonly ruleCounts: ReadonlyMap<string, number>;
   readonly elementCounts: ReadonlyMap<string, number>;
 }
@@ -47,7 +46,6 @@ export function parseListing(json: string): ReadTable {
   const maps = new Set<string>();
   const sets = new Set<string>();
   const flowtables = new Map<string, { devices: string[] }>();
-  const counterValues = new Map<string, { packets: number; bytes: number }>();
   const ruleCounts = new Map<string, number>();
   const elementCounts = new Map<string, number>();
   const seenElements = new Map<string, string[]>();
@@ -57,7 +55,6 @@ export function parseListing(json: string): ReadTable {
     if (o.rule) ruleCounts.set(o.rule.chain, (ruleCounts.get(o.rule.chain) ?? 0) + 1);
     if (o.counter) {
       counters.add(o.counter.name);
-      counterValues.set(o.counter.name, { packets: o.counter.packets ?? 0, bytes: o.counter.bytes ?? 0 });
     }
     if (o.map) {
       maps.add(o.map.name);
@@ -86,7 +83,7 @@ export function parseListing(json: string): ReadTable {
       flowtables.set(o.flowtable.name, { devices: dev === undefined ? [] : Array.isArray(dev) ? dev : [dev] });
     }
   }
-  return { chains, counters, maps, sets, flowtables, counterValues, ruleCounts, elementCounts, seenElements, seenCounters };
+  return { chains, counters, maps, sets, flowtables, ruleCounts, elementCounts, seenElements, seenCounters };
 }
 
 export interface Nft {

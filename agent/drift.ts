@@ -1,0 +1,23 @@
+/**
+ * Drift: whether the table read back (`nft -j list table inet flowhint`) has exactly the
+ * objects the desired state needs. A full sync repairs the table either way; this decides
+ * whether it counts as a drift repair (flowhint_agent_drift_repairs_total).
+ */
+import type { DesiredState } from './desired.ts';
+import type { ReadTable } from './nft.ts';
+import { BASE_CHAIN, FLOWTABLE, MAP, SEEN } from './render.ts';
+
+/** Whether the table read back has exactly the objects the desired state needs. */
+export function matches(current: ReadTable | undefined, target: DesiredState, flowtable: boolean): boolean {
+  if (!current) return false;
+  const chains = new Set([BASE_CHAIN, ...target.chains.keys()]);
+  const sameSet = (a: ReadonlySet<string>, b: ReadonlySet<string>) => a.size === b.size && [...a].every((x) => b.has(x));
+  if (!sameSet(current.chains, chains) || current.counters.size > 0) return false;
+  if (!current.sets.has(SEEN.ip) || !current.sets.has(SEEN.ip6)) return false;
+  if ((current.ruleCounts.get(BASE_CHAIN) ?? 0) !== 2) return false;
+  for (const [name, spec] of target.chains) if ((current.ruleCounts.get(name) ?? 0) !== spec.rules.length) return false;
+  const keys = [...target.chainOf.keys()];
+  const v4 = keys.filter((k) => k.startsWith('ip ')).length;
+  if ((current.elementCounts.get(MAP.ip) ?? 0) !== v4 || (current.elementCounts.get(MAP.ip6) ?? 0) !== keys.length - v4) return false;
+  return current.flowtables.has(FLOWTABLE) === flowtable;
+}

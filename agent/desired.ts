@@ -255,10 +255,6 @@ export function rulesFor(state: DesiredState, key: string): AddressRules | undef
   return { address: { family, addr }, rules: sorted };
 }
 
-export function allAddressKeys(state: DesiredState): string[] {
-  return [...state.chainOf.keys()].sort();
-}
-
 export function keyToAddress(key: string): Address {
   const [family, addr] = key.split(' ') as [Address['family'], string];
   return { family, addr };

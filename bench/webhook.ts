@@ -10,7 +10,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generateCerts, writeBundle } from '../certs/generate.ts';
-import { median, round, rssMiB, startChild, stopChild } from './lib.ts';
+import { median, round, rssMiB, startChild, startWebhookChild, stopChild } from './lib.ts';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
@@ -81,21 +81,9 @@ try {
   const key = join(dir, 'tls.key');
   const node = process.execPath;
   const bare = await startChild(node, ['bench/bare-server.ts', cert, key], (l) => (/^\d+$/.test(l) ? l : undefined), join(dir, 'bare.log'));
-  const hook = await startChild(
-    node,
-    ['bin/flowhint.ts', 'webhook', '--cert', cert, '--key', key, '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0'],
-    (l) => {
-      try {
-        const j = JSON.parse(l) as { msg?: string; url?: string };
-        return j.msg === 'webhook listening' ? j.url : undefined;
-      } catch {
-        return undefined;
-      }
-    },
-    join(dir, 'webhook.log'),
-  );
+  const hook = await startWebhookChild(cert, key, dir);
   const bareUrl = `https://127.0.0.1:${bare.value}`;
-  const hookUrl = hook.value!;
+  const hookUrl = hook.url;
   // Warm both up (JIT, TLS session setup), then alternate rounds.
   await cannon(bareUrl, { duration: 1 });
   await cannon(hookUrl, { duration: 1 });

@@ -5,7 +5,7 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { BadReviewError, mutate, parseReview, validate, type Decision } from './review.ts';
-import { createWebhookMetrics, type WebhookMetrics } from './metrics.ts';
+import { createWebhookMetrics, operationLabel, type WebhookMetrics } from './metrics.ts';
 import { silentLogger } from '../lib/log.ts';
 
 /**
@@ -118,7 +118,7 @@ export function buildApp(options: BuildAppOptions = {}): FastifyInstance {
       const decision = decide(request);
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       const allowed = String(decision.review.response.allowed);
-      metrics.requests.inc({ webhook, operation: decision.operation || 'unknown', allowed });
+      metrics.requests.inc({ webhook, operation: operationLabel(decision.operation), allowed });
       metrics.latency.observe({ webhook }, seconds);
       req.log.info(
         {

@@ -9,6 +9,18 @@ export interface WebhookMetrics {
   badRequests: Counter<'code'>;
 }
 
+const OPERATIONS = new Set(['CREATE', 'UPDATE', 'DELETE', 'CONNECT']);
+
+/**
+ * The `operation` label. The request's operation is the sender's string: used as a label
+ * as-is, every distinct value would add a time series for good (memory that grows with
+ * hostile requests, and a scrape that grows with it). So anything but the four
+ * Kubernetes operations is `other`.
+ */
+export function operationLabel(operation: string): string {
+  return OPERATIONS.has(operation) ? operation : operation === '' ? 'unknown' : 'other';
+}
+
 export function createWebhookMetrics(options: { defaultMetrics?: boolean } = {}): WebhookMetrics {
   const registry = new Registry();
   if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });

@@ -3,6 +3,7 @@
  * (every request field set), and an HTTPS client that pins the test CA.
  */
 import { request as httpsRequest, Agent } from 'node:https';
+import { rmSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -46,6 +47,7 @@ export function review(o: ReviewOptions): Record<string, any> {
 
 export async function tempCerts(dnsNames = ['localhost'], ipAddresses = ['127.0.0.1']): Promise<{ dir: string; bundle: CertBundle }> {
   const dir = await mkdtemp(join(tmpdir(), 'flowhint-certs-'));
+  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
   const bundle = await generateCerts({ dnsNames, ipAddresses });
   await writeBundle(dir, bundle);
   return { dir, bundle };

@@ -119,6 +119,19 @@ t.test('health, readiness, 404 and metrics', async (t) => {
   t.match(text, /process_resident_memory_bytes/);
 });
 
+t.test("the sender's operation string never becomes a metric label: bounded series", async (t) => {
+  for (let i = 0; i < 50; i++) {
+    const body = review({ object: hinted() });
+    body.request.operation = `HOSTILE-${i}-${'x'.repeat(i * 100)}`;
+    t.equal((await send('/mutate', body)).status, 200, `operation ${i} answered`);
+  }
+  const text = await (await fetch(`${server.metricsUrl}/metrics`)).text();
+  const operations = new Set([...text.matchAll(/flowhint_webhook_requests_total\{[^}]*operation="([^"]*)"/g)].map((m) => m[1]));
+  t.notOk(text.includes('HOSTILE'), 'no label carries the sent value');
+  t.ok([...operations].every((o) => ['CREATE', 'UPDATE', 'DELETE', 'CONNECT', 'other', 'unknown'].includes(o!)), `operation labels: ${[...operations].map((o) => o!.slice(0, 20)).join(', ')}`);
+  t.ok(operations.has('other'));
+});
+
 t.test('TLS 1.1 and below are refused', async (t) => {
   const u = new URL(server.url);
   const err = await new Promise<Error | undefined>((resolve) => {

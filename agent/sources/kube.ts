@@ -7,9 +7,17 @@
  * itself, but stops the informer on any other error (a 500, a reset or refused connection, a
  * failed list). We restart it with exponential backoff, capped at 10 s so that a node
  * converges within seconds of the API server's recovery, with ±20 % jitter so that a
- * cluster's nodes do not retry in step; and count the restarts.
+ * cluster's nodes do not retry in step; and count the restarts. The backoff starts over
+ * only after two quiet minutes (as client-go's reflector does), not on a reconnect: the
+ * library signals `connect` before its list, so a list that then fails again would
+ * otherwise retry every second for the whole outage.
+ *
+ * Watches have a client-side deadline in the library (30 s without data); lists have none
+ * but undici's 300 s headers timeout. An API server that accepts and never answers (an
+ * overloaded one, or a connection cut without a reset) would hold the agent for 5 minutes
+ * after it recovered, so the list gets the same 30 s deadline.
  */
-import { CoreV1Api, KubeConfig, makeInformer, type Informer, type KubernetesObject, type ObjectCache, type V1Service } from '@kubernetes/client-node';
+import { CoreV1Api, KubeConfig, Observable, makeInformer, type ConfigurationOptions, type Informer, type KubernetesObject, type ObjectCache, type ObservableMiddleware, type V1Service } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { HINT_LABEL } from '../../api/index.ts';
 import { errorMessage } from '../../lib/errors.ts';
@@ -19,7 +27,29 @@ export interface KubeSourceOptions {
   kubeConfig: KubeConfig;
   logger: Logger;
   onRestart?: (reason: string) => void;
-  backoff?: { initialMs: number; maxMs: number };
+  /** Restart backoff; it starts over after `resetMs` without errors. */
+  backoff?: { initialMs: number; maxMs: number; resetMs?: number };
+  /** Client-side deadline of a list request. */
+  listTimeoutMs?: number;
+}
+
+const DEFAULT_BACKOFF = { initialMs: 1000, maxMs: 10_000, resetMs: 120_000 };
+export const DEFAULT_LIST_TIMEOUT_MS = 30_000;
+
+/** Request options that abort the request (connect, headers and body) after `ms`. */
+function deadline(ms: number): ConfigurationOptions<ObservableMiddleware> {
+  return {
+    middleware: [
+      {
+        pre: (ctx) => {
+          ctx.setSignal(AbortSignal.timeout(ms));
+          return new Observable(Promise.resolve(ctx));
+        },
+        post: (res) => new Observable(Promise.resolve(res)),
+      },
+    ],
+    middlewareMergeStrategy: 'append',
+  };
 }
 
 /** In-cluster when running in a Pod, else `KUBECONFIG` or ~/.kube/config. */
@@ -36,19 +66,31 @@ export class KubeSource implements Source {
   private informer: (Informer<V1Service> & ObjectCache<V1Service>) | undefined;
   private stopped = false;
   private restartTimer: NodeJS.Timeout | undefined;
+  private readonly backoff: Required<NonNullable<KubeSourceOptions['backoff']>>;
   private delayMs: number;
+  private lastErrorAt = -Infinity;
   restarts = 0;
 
   constructor(o: KubeSourceOptions) {
     this.o = o;
-    this.delayMs = o.backoff?.initialMs ?? 1000;
+    this.backoff = { ...DEFAULT_BACKOFF, ...o.backoff };
+    this.delayMs = this.backoff.initialMs;
+  }
+
+  /** The delay before the next restart: doubling, capped, jittered ±20 %. */
+  private nextDelay(now: number): number {
+    if (now - this.lastErrorAt > this.backoff.resetMs) this.delayMs = this.backoff.initialMs;
+    this.lastErrorAt = now;
+    const delay = Math.round(this.delayMs * (0.8 + Math.random() * 0.4));
+    this.delayMs = Math.min(this.delayMs * 2, this.backoff.maxMs);
+    return delay;
   }
 
   async start(sink: SourceSink): Promise<void> {
     const api = this.o.kubeConfig.makeApiClient(CoreV1Api);
     let synced = false;
     const list = async () => {
-      const result = await api.listServiceForAllNamespaces({ labelSelector: HINT_LABEL });
+      const result = await api.listServiceForAllNamespaces({ labelSelector: HINT_LABEL }, deadline(this.o.listTimeoutMs ?? DEFAULT_LIST_TIMEOUT_MS));
       if (!synced) {
         synced = true;
         // The informer adds the listed items right after this resolves; report after them.
@@ -68,15 +110,10 @@ export class KubeSource implements Source {
       const key = objectKey(obj);
       if (key) sink.events([{ type: 'delete', key }]);
     });
-    informer.on('connect', () => {
-      // Reset the backoff once a watch is established again.
-      this.delayMs = this.o.backoff?.initialMs ?? 1000;
-    });
     informer.on('error', (err: unknown) => {
       if (this.stopped) return;
       const reason = errorMessage(err);
-      const delay = Math.round(this.delayMs * (0.8 + Math.random() * 0.4));
-      this.delayMs = Math.min(this.delayMs * 2, this.o.backoff?.maxMs ?? 10_000);
+      const delay = this.nextDelay(Date.now());
       this.restarts += 1;
       this.o.onRestart?.(reason);
       this.o.logger.warn({ err: reason, retryInMs: delay, restarts: this.restarts }, 'service informer stopped; restarting');

@@ -10,8 +10,9 @@
  * - label selectors of the form `key` (exists) filter lists and watches; an object that
  *   stops matching is sent as DELETED to a selecting watch;
  * - BOOKMARK events when `allowWatchBookmarks=true` was asked for (or `bookmark()` forces);
- * - faults on demand: HTTP errors for the next N requests, dropped watch connections, and
- *   watches that hang without sending anything;
+ * - faults on demand: HTTP errors for the next N requests, dropped watch connections,
+ *   watches that hang without sending anything, the server refusing connections (`pause`),
+ *   and the server accepting but never answering (`unresponsive`);
  * - PATCH of one Service with `application/json-patch+json` (a failing `test` op: 422).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -59,6 +60,8 @@ export class FakeApiServer {
   private watchers = new Set<Watcher>();
   private failures: number[] = [];
   private hangNext = 0;
+  private silent = false;
+  private held = new Set<ServerResponse>();
   readonly requests: RequestLog[] = [];
   url = '';
 
@@ -81,12 +84,33 @@ export class FakeApiServer {
     await new Promise<void>((r) => this.server.close(() => r()));
   }
 
+  /**
+   * The API server stops answering without closing anything, as an overloaded one does, or
+   * one behind a cut that sends no reset: open watches go silent, new requests are accepted
+   * and never answered. `respond()` ends it for new requests; what was taken meanwhile stays
+   * unanswered until the client gives up, as on dead connections.
+   */
+  unresponsive(): void {
+    this.silent = true;
+    for (const w of this.watchers) w.hang = true;
+  }
+
+  respond(): void {
+    this.silent = false;
+  }
+
+  /** Requests accepted and not answered (see unresponsive). */
+  get heldRequests(): number {
+    return this.held.size;
+  }
+
   /** Back on the same address, with whatever changed meanwhile (via apply/delete). */
   async resume(): Promise<void> {
     await this.start();
   }
 
   async stop(): Promise<void> {
+    for (const res of this.held) res.destroy();
     for (const w of this.watchers) w.res.destroy();
     this.watchers.clear();
     this.server.closeAllConnections();
@@ -197,6 +221,11 @@ export class FakeApiServer {
     const u = new URL(req.url ?? '/', 'http://x');
     const query = Object.fromEntries(u.searchParams);
     this.requests.push({ method: req.method ?? '', path: u.pathname, query });
+    if (this.silent) {
+      this.held.add(res);
+      res.on('close', () => this.held.delete(res));
+      return;
+    }
     const status = this.failures.shift();
     if (status !== undefined) {
       res.writeHead(status, { 'content-type': 'application/json' });

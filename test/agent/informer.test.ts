@@ -1,11 +1,10 @@
 /** The Kubernetes source (client-node informer) against the list/watch FAKE in test/helpers. */
 import t from 'tap';
-import { KubeConfig } from '@kubernetes/client-node';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { KubeSource } from '../../agent/sources/kube.ts';
 import type { SourceEvent } from '../../agent/sources/source.ts';
 import { silentLogger } from '../../lib/log.ts';
-import { FakeApiServer } from '../helpers/fake-apiserver.ts';
+import { FakeApiServer, fakeKubeConfig } from '../helpers/fake-apiserver.ts';
 
 const HINT = 'flowhint.dev/traffic-hint';
 
@@ -31,13 +30,7 @@ async function until(what: string, cond: () => boolean, ms = 10_000): Promise<vo
 async function setup(t: { teardown: (fn: () => Promise<void> | void) => void }, listTimeoutMs?: number) {
   const api = new FakeApiServer();
   await api.start();
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: 'fake', server: api.url, skipTLSVerify: true }],
-    users: [{ name: 'u', token: 'x' }],
-    contexts: [{ name: 'c', cluster: 'fake', user: 'u' }],
-    currentContext: 'c',
-  });
+  const kc = fakeKubeConfig(api.url);
   const state = new Map<string, unknown>();
   const events: SourceEvent[] = [];
   let synced = 0;

@@ -18,6 +18,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import fjp from 'fast-json-patch';
+import { KubeConfig } from '@kubernetes/client-node';
 
 type Obj = { metadata: { name: string; namespace: string; labels?: Record<string, string>; resourceVersion?: string }; [k: string]: unknown };
 
@@ -264,4 +265,16 @@ export class FakeApiServer {
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end(JSON.stringify({ kind: 'ServiceList', apiVersion: 'v1', metadata: { resourceVersion: String(this.rv) }, items }));
   }
+}
+
+/** A kubeconfig for the fake, as the agent would load one. */
+export function fakeKubeConfig(url: string): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: 'fake', server: url, skipTLSVerify: true }],
+    users: [{ name: 'u', token: 'x' }],
+    contexts: [{ name: 'c', cluster: 'fake', user: 'u' }],
+    currentContext: 'c',
+  });
+  return kc;
 }

@@ -81,6 +81,8 @@ export function buildApp(options: BuildAppOptions = {}): FastifyInstance {
             cert: tls.cert,
             key: tls.key,
             minVersion: 'TLSv1.2' as const,
+            // A TCP connection that never finishes its handshake: 5 s, not Node's 120 s.
+            handshakeTimeout: 5_000,
             // Slow headers are cut off after 5 s (slowloris). Node enforces these timeouts on
             // its connection sweep, every 30 s by default: sweep every second instead.
             headersTimeout: 5_000,

@@ -17,7 +17,7 @@ import { makeNft } from '../agent/nft.ts';
 import type { Source, SourceSink } from '../agent/sources/source.ts';
 import { makeRunner } from '../lib/exec.ts';
 import { silentLogger } from '../lib/log.ts';
-import { round } from './lib.ts';
+import { deployedEnv, round } from './lib.ts';
 
 const SIZES = (process.env.BENCH_SIZES ?? '100,1000,10000').split(',').map(Number);
 const CHANGES = Number(process.env.BENCH_CHANGES ?? 60);
@@ -95,7 +95,7 @@ function runSize(size: number): SizeResult {
   const ns = `fh-bench-${process.pid}-${size}`;
   execFileSync('ip', ['netns', 'add', ns]);
   try {
-    const r = spawnSync('ip', ['netns', 'exec', ns, process.execPath, new URL(import.meta.url).pathname, '--child', String(size)], { encoding: 'utf8', env: process.env });
+    const r = spawnSync('ip', ['netns', 'exec', ns, process.execPath, new URL(import.meta.url).pathname, '--child', String(size)], { encoding: 'utf8', env: { ...process.env, NODE_OPTIONS: deployedEnv('agent.yaml', 'agent', 'NODE_OPTIONS') ?? '' } });
     if (r.status !== 0) throw new Error(`size ${size} failed: ${r.stderr}`);
     return JSON.parse(r.stdout.trim().split('\n').at(-1)!) as SizeResult;
   } finally {

@@ -1,5 +1,5 @@
 /** Shared benchmark plumbing: medians and rounding; child servers come from test/helpers. */
-export { rssMiB, startChild, startWebhookChild, stopChild } from '../test/helpers/child.ts';
+export { deployedEnv, rssMiB, startChild, startWebhookChild, stopChild } from '../test/helpers/child.ts';
 
 export function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);

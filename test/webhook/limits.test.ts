@@ -23,13 +23,19 @@ function open() {
   });
 }
 
+/** Everything the server sends on `s`, once it closes the connection. */
+function received(s: Socket): Promise<string> {
+  return new Promise((resolve) => {
+    let data = '';
+    s.on('data', (c: Buffer) => (data += c.toString()));
+    s.on('close', () => resolve(data));
+    s.on('error', () => resolve(data));
+  });
+}
+
 t.test('slow headers: the server closes the connection; others are served meanwhile', async (t) => {
   const slow = await open();
-  const closed = new Promise<string>((resolve) => {
-    let data = '';
-    slow.on('data', (c: Buffer) => (data += c.toString()));
-    slow.on('close', () => resolve(data));
-  });
+  const closed = received(slow);
   slow.write('POST /mutate HTTP/1.1\r\nHost: x\r\n');
   const drip = setInterval(() => slow.write('X-Slow: 1\r\n'), 500);
   const good = await post(server.url, '/validate', JSON.stringify(review({ object: hinted() })), { ca: bundle.caCert });
@@ -42,12 +48,7 @@ t.test('slow headers: the server closes the connection; others are served meanwh
 
 t.test('oversized headers are refused with a 4xx', async (t) => {
   const s = await open();
-  const reply = new Promise<string>((resolve) => {
-    let data = '';
-    s.on('data', (c: Buffer) => (data += c.toString()));
-    s.on('close', () => resolve(data));
-    s.on('error', () => resolve(data));
-  });
+  const reply = received(s);
   s.write(`POST /mutate HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(64 * 1024)}\r\n\r\n`);
   t.match(await reply, /^HTTP\/1\.1 431 /);
 });
@@ -90,12 +91,7 @@ t.test('200 slowloris connections at once do not starve the server; all are cut'
 
 t.test('a body dripped after complete headers is cut by the request timeout', async (t) => {
   const s = await open();
-  const reply = new Promise<string>((resolve) => {
-    let data = '';
-    s.on('data', (c: Buffer) => (data += c.toString()));
-    s.on('close', () => resolve(data));
-    s.on('error', () => resolve(data));
-  });
+  const reply = received(s);
   s.write('POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{');
   const drip = setInterval(() => s.write(' '), 500);
   const done = closedWithin(s, 30_000);

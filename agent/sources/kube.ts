@@ -34,7 +34,7 @@ export interface KubeSourceOptions {
 }
 
 const DEFAULT_BACKOFF = { initialMs: 1000, maxMs: 10_000, resetMs: 120_000 };
-export const DEFAULT_LIST_TIMEOUT_MS = 30_000;
+const DEFAULT_LIST_TIMEOUT_MS = 30_000;
 
 /** Request options that abort the request (connect, headers and body) after `ms`. */
 function deadline(ms: number): ConfigurationOptions<ObservableMiddleware> {

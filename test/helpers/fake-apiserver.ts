@@ -112,10 +112,7 @@ export class FakeApiServer {
 
   async stop(): Promise<void> {
     for (const res of this.held) res.destroy();
-    for (const w of this.watchers) w.res.destroy();
-    this.watchers.clear();
-    this.server.closeAllConnections();
-    await new Promise<void>((r) => this.server.close(() => r()));
+    await this.pause();
   }
 
   /** Create or replace an object (ADDED or MODIFIED). */

@@ -3,7 +3,7 @@
  * whole agent in a scratch netns and the list/watch FAKE. The programmed ruleset must stay
  * byte for byte as it was throughout, periodic resyncs included, and converge on what
  * changed meanwhile soon after the API server is back. FLOWHINT_OUTAGE_SECONDS shortens it
- * for local runs; CI runs the default.
+ * for local runs (40 at least: watches time out after 30 s); CI runs the default.
  */
 import t from 'tap';
 import { runOutage } from '../helpers/kube-agent.ts';

@@ -4,7 +4,8 @@
  * netns and the list/watch FAKE. Nothing errors here: client-node's watch gives up after
  * 30 s of silence and re-watches, and lists have a 30 s deadline. The programmed ruleset
  * must stay as it was, and converge once the API server answers again.
- * FLOWHINT_OUTAGE_SECONDS shortens it for local runs; CI runs the default.
+ * FLOWHINT_OUTAGE_SECONDS shortens it for local runs (40 at least: watches time out after
+ * 30 s); CI runs the default.
  */
 import t from 'tap';
 import { runOutage } from '../helpers/kube-agent.ts';

@@ -46,9 +46,8 @@ export async function startKubeAgent(t: { teardown: (fn: () => Promise<void> | v
   const api = new FakeApiServer();
   await api.start();
   const ns = createNetns();
-  let restarts = 0;
   const metrics = createAgentMetrics({ defaultMetrics: false });
-  const source = new KubeSource({ kubeConfig: fakeKubeConfig(api.url), logger: silentLogger(), onRestart: () => (restarts += 1) });
+  const source = new KubeSource({ kubeConfig: fakeKubeConfig(api.url), logger: silentLogger() });
   const agent = new Agent({
     run: ns.run,
     nft: makeNft(ns.run, o.nftBinary),
@@ -86,7 +85,7 @@ export async function startKubeAgent(t: { teardown: (fn: () => Promise<void> | v
       }
       return Date.now() - start;
     },
-    restarts: () => restarts,
+    restarts: () => source.restarts,
   };
 }
 
@@ -108,7 +107,8 @@ export interface OutageResult {
  * one added), sample the table every 5 s, bring the API server back, and time convergence.
  */
 export async function runOutage(t: { teardown: (fn: () => Promise<void> | void) => void }, mode: OutageMode, seconds: number): Promise<OutageResult> {
-  const k = await startKubeAgent(t, { resyncMs: 20_000 });
+  // Several periodic full resyncs fall inside the outage, however short it is.
+  const k = await startKubeAgent(t, { resyncMs: Math.min(20_000, (seconds * 1000) / 4) });
   k.api.apply(apiService({ name: 'k', clusterIPs: ['10.96.1.1'], ports: [{ port: 80 }] }));
   k.api.apply(apiService({ name: 'l', clusterIPs: ['10.96.1.2'], ports: [{ port: 80 }] }));
   await k.agent.prepare();

@@ -23,6 +23,7 @@ import { addressKey } from './address.ts';
 import { countByService, readOffloaded } from './conntrack.ts';
 import { diff, emptyState, isEmptyDelta, serviceEntry, withNodeAddresses, withServices, type DesiredState, type ServiceEntry } from './desired.ts';
 import { listLinks, listNodeAddresses, selectDevices, type DeviceFilter } from './devices.ts';
+import { BYPASS_DETAIL, bypassText, localDelivery, readLocalDelivery, type Bypass } from './local-delivery.ts';
 import type { AgentMetrics } from './metrics.ts';
 import { matches } from './drift.ts';
 import { NftError, type Nft } from './nft.ts';
@@ -79,6 +80,8 @@ export class Agent {
   private invalid = new Map<string, { code: string; reason: string }>();
   private warned = new Set<string>();
   private keyToId = new Map<string, string>();
+  /** Per Service key: ports delivered locally (IPVS, a local address), never offloaded. */
+  private bypassed = new Map<string, Bypass[]>();
   private timers: NodeJS.Timeout[] = [];
   private syncTimer: NodeJS.Timeout | undefined;
   private inflight: Promise<void> = Promise.resolve();
@@ -291,6 +294,8 @@ export class Agent {
       this.needFull = false;
       this.failures = 0;
       result = { kind, ok: true, durationMs: performance.now() - started, ...(drift === undefined ? {} : { drift }) };
+      // Status shows locally delivered ports (IPVS) from the first sync on, not 15 s later.
+      if (kind === 'full') await this.refreshLocalDelivery(target).catch((err) => this.log.warn({ err: errorMessage(err) }, 'cannot read IPVS services and local addresses'));
       if (!this.acct.enabled) {
         this.acct = await ensureConntrackAccounting(this.o.run);
         this.reportAcct();
@@ -396,12 +401,30 @@ export class Agent {
         this.o.metrics.offloadDecisions.set({ service: e.key }, n);
       }
     }
+    await this.refreshLocalDelivery(this.applied);
     const dests = await readOffloaded(this.o.run);
     if (!dests) return undefined;
     const counts = countByService(this.applied, dests);
     this.o.metrics.offloadedConnections.reset();
     for (const [service, n] of counts) this.o.metrics.offloadedConnections.set({ service }, n);
     return counts;
+  }
+
+  /** Which programmed ports this node delivers locally (IPVS mode): status, metric, one log line per change. */
+  private async refreshLocalDelivery(state: DesiredState): Promise<void> {
+    const now = localDelivery(state, await readLocalDelivery(this.o.run));
+    this.o.metrics.notOffloadablePorts.reset();
+    for (const [service, list] of now) {
+      for (const reason of new Set(list.map((b) => b.reason))) {
+        this.o.metrics.notOffloadablePorts.set({ service, reason }, list.filter((b) => b.reason === reason).length);
+      }
+      if (JSON.stringify(list) !== JSON.stringify(this.bypassed.get(service))) {
+        this.log.warn({ service, ports: list.map(bypassText), reasons: [...new Set(list.map((b) => b.reason))], detail: [...new Set(list.map((b) => BYPASS_DETAIL[b.reason]))] }, 'ports delivered locally on this node; never offloaded');
+      }
+    }
+    const changed = now.size !== this.bypassed.size || [...now].some(([k, v]) => JSON.stringify(v) !== JSON.stringify(this.bypassed.get(k)));
+    this.bypassed = now;
+    if (changed) this.saveStatusSoon();
   }
 
   statusDoc(): StatusDoc {
@@ -418,7 +441,7 @@ export class Agent {
       },
       table: `${FAMILY} ${TABLE}`,
       devices: this.appliedDevices,
-      services: servicesStatus(state),
+      services: servicesStatus(state, this.bypassed),
       invalid: [...this.invalid].sort(([a], [b]) => a.localeCompare(b)).map(([service, v]) => ({ service, ...v })),
       lastSync: this.lastSync && this.lastSyncTime
         ? { at: this.lastSyncTime, kind: this.lastSync.kind, ok: this.lastSync.ok, durationMs: Math.round(this.lastSync.durationMs * 10) / 10, ...(this.lastSync.error ? { error: this.lastSync.error } : {}) }

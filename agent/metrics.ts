@@ -16,6 +16,7 @@ export interface AgentMetrics {
   driftRepairs: Counter;
   offloadedConnections: Gauge<'service'>;
   offloadDecisions: Gauge<'service'>;
+  notOffloadablePorts: Gauge<'service' | 'reason'>;
 }
 
 export function createAgentMetrics(options: { defaultMetrics?: boolean } = {}): AgentMetrics {
@@ -46,6 +47,12 @@ export function createAgentMetrics(options: { defaultMetrics?: boolean } = {}): 
       name: 'flowhint_agent_offload_decisions',
       help: "Packets that passed the offload rule on a Service's own addresses since the table was made (about one per offloaded connection; NodePorts count on the node address, not here).",
       labelNames: ['service'],
+      registers: r,
+    }),
+    notOffloadablePorts: new Gauge({
+      name: 'flowhint_agent_not_offloadable_ports',
+      help: "A hinted Service's ports that this node delivers locally and so never offloads, by reason (ipvs: kube-proxy IPVS mode; local-address).",
+      labelNames: ['service', 'reason'],
       registers: r,
     }),
   };

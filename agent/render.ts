@@ -9,8 +9,8 @@
  *     set seen6 { type ipv6_addr; flags dynamic; counter; }
  *     chain classify {                               # the only base chain
  *       type filter hook forward priority filter + 10; policy accept;
- *       ct state established ct original ip daddr vmap @vips4
- *       ct state established ct original ip6 daddr vmap @vips6
+ *       ct state established ct status dnat ct original ip daddr vmap @vips4
+ *       ct state established ct status dnat ct original ip6 daddr vmap @vips6
  *     }
  *     chain v4_<hash(family, rules)> {               # shared by every address with these rules
  *       meta l4proto tcp ct original proto-dst 80 ct packets > 20 update @seen4 { ct original ip daddr } flow add @fastpath
@@ -25,6 +25,22 @@
  * neither concatenated nor used in sets, so each port is one comparison, in a chain reached
  * through a verdict map keyed on address. Priority `filter + 10` runs after kube-proxy's and
  * CNIs' forward filters, so a packet they drop is never offloaded.
+ *
+ * Why `ct status dnat` (only connections that netfilter's NAT rewrote): a flowtable entry
+ * re-applies to each packet the NAT that conntrack recorded (the IPS_DST_NAT / IPS_SRC_NAT
+ * bits and the reply tuple) and forwards it on the route to the other direction's source.
+ * kube-proxy's iptables and nftables modes DNAT in prerouting, so that is exactly right.
+ * kube-proxy's IPVS mode is not: the Service address is local (on `kube-ipvs0`), the client's
+ * packets are delivered to INPUT, where IPVS rewrites and sends them itself; only the replies
+ * cross the forward hook, and IPVS un-NATs them at forward priority 100, after this chain.
+ * Measured on Debian's 6.1 kernel: such a connection has no `dnat` status bit; offloaded, its
+ * client packets went to the Pod still addressed to the Service, and the Pod's replies
+ * reached the client from the Pod's address, so every offloaded IPVS connection broke
+ * (iperf3's control socket reset; echo connections hung). Without the `dnat` bit the
+ * flowtable cannot forward a connection correctly, so it is never offloaded, and the
+ * agent reports such ports (agent/local-delivery.ts). The check is one bit test, in the
+ * base rule, before the map lookup: traffic that no NAT touched (Pod to Pod) now skips
+ * the lookup altogether.
  *
  * Why shared chains and per-address counting sets: nft fetches every chain and named object
  * of the ruleset before each rule or element command, so per-Service chains or counters
@@ -180,8 +196,8 @@ export function renderFull(state: DesiredState, o: RenderOptions, current: Listi
   for (const [name, spec] of [...state.chains].sort(([a], [b]) => a.localeCompare(b))) lines.push(...chainLines(name, spec, o));
   for (const [key, chain] of [...state.chainOf].sort(([a], [b]) => a.localeCompare(b))) lines.push(addElementLine(keyToAddress(key), chain));
   lines.push(
-    `add rule ${T} ${BASE_CHAIN} ct state established ct original ip daddr vmap @${MAP.ip}`,
-    `add rule ${T} ${BASE_CHAIN} ct state established ct original ip6 daddr vmap @${MAP.ip6}`,
+    `add rule ${T} ${BASE_CHAIN} ct state established ct status dnat ct original ip daddr vmap @${MAP.ip}`,
+    `add rule ${T} ${BASE_CHAIN} ct state established ct status dnat ct original ip6 daddr vmap @${MAP.ip6}`,
   );
   for (const c of [...current.chains].sort()) if (!wantedChains.has(c)) lines.push(`delete chain ${T} ${c}`);
   for (const m of [...current.maps].sort()) if (m !== MAP.ip && m !== MAP.ip6) lines.push(`delete map ${T} ${m}`);

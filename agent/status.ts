@@ -6,6 +6,7 @@ import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import type { DesiredState } from './desired.ts';
+import { BYPASS_DETAIL, bypassText, type Bypass } from './local-delivery.ts';
 
 export const DEFAULT_STATE_DIR = '/run/flowhint';
 
@@ -17,6 +18,10 @@ const ServiceStatus = z.object({
   ports: z.array(z.string()),
   nodePorts: z.array(z.string()),
   offloadedNow: z.number().nullable().optional(),
+  /** Ports this node delivers locally (kube-proxy IPVS mode, a local address): never offloaded. */
+  notOffloaded: z
+    .array(z.object({ address: z.string(), proto: z.enum(['tcp', 'udp']), port: z.number(), reason: z.enum(['ipvs', 'local-address']) }))
+    .optional(),
 });
 
 export const StatusDoc = z.object({
@@ -39,7 +44,7 @@ export const StatusDoc = z.object({
 });
 export type StatusDoc = z.infer<typeof StatusDoc>;
 
-export function servicesStatus(state: DesiredState): StatusDoc['services'] {
+export function servicesStatus(state: DesiredState, bypassed: ReadonlyMap<string, readonly Bypass[]> = new Map()): StatusDoc['services'] {
   return [...state.services.values()]
     .sort((a, b) => a.key.localeCompare(b.key))
     .map((e) => ({
@@ -49,6 +54,7 @@ export function servicesStatus(state: DesiredState): StatusDoc['services'] {
       addresses: e.vips.map((v) => v.addr),
       ports: e.ports.map((p) => `${p.proto}/${p.port}`),
       nodePorts: e.nodePorts.map((p) => `${p.proto}/${p.port}`),
+      ...(bypassed.has(e.key) ? { notOffloaded: [...(bypassed.get(e.key) ?? [])] } : {}),
     }));
 }
 
@@ -81,6 +87,10 @@ export function formatStatus(s: StatusDoc): string {
     const off = svc.offloadedNow === undefined || svc.offloadedNow === null ? 'offloaded: unknown' : `offloaded now: ${svc.offloadedNow}`;
     const np = svc.nodePorts.length > 0 ? ` nodePorts ${svc.nodePorts.join(',')}` : '';
     lines.push(`  ${svc.service}  ${svc.addresses.join(',')}  ${svc.ports.join(',')}${np}  after ${svc.threshold} packets  ${off}`);
+    for (const reason of ['ipvs', 'local-address'] as const) {
+      const ports = (svc.notOffloaded ?? []).filter((b) => b.reason === reason);
+      if (ports.length > 0) lines.push(`    not offloaded: ${ports.map(bypassText).join(', ')}: ${reason}: ${BYPASS_DETAIL[reason]}`);
+    }
   }
   if (s.invalid.length > 0) {
     lines.push(`not programmed (${s.invalid.length}):`);

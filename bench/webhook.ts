@@ -1,9 +1,10 @@
 /**
- * `npm run bench:webhook`: the real webhook (a child `flowhint webhook`) against a bare
- * node:https server answering a canned AdmissionReview, driven by autocannon over HTTPS on
- * loopback with the same body: a realistic CREATE of a hinted Service that gets defaulted.
- * Rounds alternate (bare, webhook, bare, webhook, …) and medians are reported. A benchmark:
- * it prints figures, it asserts nothing.
+ * `npm run bench:webhook`: the real webhook (a child `flowhint webhook`) against two
+ * baselines answering a canned AdmissionReview: a bare node:https server, and a minimal
+ * fastify route on the webhook's TLS settings (the framework's own floor). autocannon drives
+ * each over HTTPS on loopback with the same body: a realistic CREATE of a hinted Service that
+ * gets defaulted. Rounds alternate (bare, fastify, webhook, bare, …) and medians are reported.
+ * A benchmark: it prints figures, it asserts nothing.
  */
 import autocannon from 'autocannon';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -80,37 +81,51 @@ try {
   const cert = join(dir, 'tls.crt');
   const key = join(dir, 'tls.key');
   const node = process.execPath;
-  const bare = await startChild(node, ['bench/bare-server.ts', cert, key], (l) => (/^\d+$/.test(l) ? l : undefined), join(dir, 'bare.log'));
+  const port = (l: string) => (/^\d+$/.test(l) ? l : undefined);
+  const bare = await startChild(node, ['bench/bare-server.ts', cert, key], port, join(dir, 'bare.log'));
+  const floor = await startChild(node, ['bench/fastify-server.ts', cert, key], port, join(dir, 'fastify.log'));
   const hook = await startWebhookChild(cert, key, dir);
-  const bareUrl = `https://127.0.0.1:${bare.value}`;
-  const hookUrl = hook.url;
-  // Warm both up (JIT, TLS session setup), then alternate rounds.
-  await cannon(bareUrl, { duration: 1 });
-  await cannon(hookUrl, { duration: 1 });
-  const bareRps: number[] = [];
-  const hookRps: number[] = [];
+  const urls = { bare: `https://127.0.0.1:${bare.value}`, fastify: `https://127.0.0.1:${floor.value}`, webhook: hook.url };
+  type Name = keyof typeof urls;
+  const names = Object.keys(urls) as Name[];
+  // Warm each up (JIT, TLS session setup), then alternate rounds.
+  for (const n of names) await cannon(urls[n], { duration: 1 });
+  const rps: Record<Name, number[]> = { bare: [], fastify: [], webhook: [] };
   let errors = 0;
   for (let i = 0; i < ROUNDS; i++) {
-    const b = await cannon(bareUrl);
-    const w = await cannon(hookUrl);
-    errors += w.errors + w.non2xx;
-    bareRps.push(b.requests.average);
-    hookRps.push(w.requests.average);
-    console.log(`round ${i + 1}: bare ${round(b.requests.average, 0)} req/s, webhook ${round(w.requests.average, 0)} req/s (p99 ${w.latency.p99} ms)`);
+    const line: string[] = [];
+    for (const n of names) {
+      const r = await cannon(urls[n]);
+      errors += r.errors + r.non2xx;
+      rps[n].push(r.requests.average);
+      line.push(`${n} ${round(r.requests.average, 0)} req/s (p99 ${r.latency.p99} ms)`);
+    }
+    console.log(`round ${i + 1}: ${line.join(', ')}`);
   }
-  // The baseline at the same fixed rate, for context: tail latency on a 2-core machine that
-  // also runs the load generator is partly the machine's.
-  const bareFixed = await cannon(bareUrl, { overallRate: 1000, connections: 16, duration: Math.max(SECONDS, 5) });
-  const fixed = await cannon(hookUrl, { overallRate: 1000, connections: 16, duration: Math.max(SECONDS, 5) });
-  errors += fixed.errors + fixed.non2xx;
-  const rss = rssMiB(hook.child.pid!);
-  const bareRss = rssMiB(bare.child.pid!);
-  await stopChild(bare.child);
-  await stopChild(hook.child);
-  const ratio = median(hookRps) / median(bareRps);
-  console.log(`\nwebhook ${round(median(hookRps), 0)} req/s vs bare node:https ${round(median(bareRps), 0)} req/s (median of ${ROUNDS} x ${SECONDS}s, ${CONNECTIONS} connections)`);
-  console.log(`at 1000 req/s: webhook p50 ${fixed.latency.p50} ms, p99 ${fixed.latency.p99} ms (bare: p50 ${bareFixed.latency.p50} ms, p99 ${bareFixed.latency.p99} ms); ${fixed.requests.total} requests; webhook RSS ${round(rss, 1)} MiB (bare ${round(bareRss, 1)} MiB); errors ${errors}`);
-  console.log(JSON.stringify({ throughput_ratio: round(ratio), p99_ms_at_1000rps: fixed.latency.p99, rss_mib: round(rss, 1) }));
+  // Tail latency at the same fixed rate: on a 2-core machine that also runs the load
+  // generator it is partly the machine's, which is why the baselines' own figures are beside it.
+  const fixed = {} as Record<Name, autocannon.Result>;
+  for (const n of names) {
+    fixed[n] = await cannon(urls[n], { overallRate: 1000, connections: 16, duration: Math.max(SECONDS, 5) });
+    errors += fixed[n].errors + fixed[n].non2xx;
+  }
+  // RSS right after load, each process as it served it.
+  const rss = { bare: rssMiB(bare.child.pid!), fastify: rssMiB(floor.child.pid!), webhook: rssMiB(hook.child.pid!) };
+  await Promise.all([stopChild(bare.child), stopChild(floor.child), stopChild(hook.child)]);
+  const med = (n: Name) => median(rps[n]);
+  console.log(`\nmedian of ${ROUNDS} x ${SECONDS}s, ${CONNECTIONS} connections: webhook ${round(med('webhook'), 0)} req/s, fastify floor ${round(med('fastify'), 0)} req/s, bare node:https ${round(med('bare'), 0)} req/s`);
+  for (const n of names) console.log(`${n.padEnd(8)} at 1000 req/s: p50 ${fixed[n].latency.p50} ms, p99 ${fixed[n].latency.p99} ms; RSS ${round(rss[n], 1)} MiB`);
+  console.log(`errors ${errors}`);
+  console.log(
+    JSON.stringify({
+      throughput_ratio: round(med('webhook') / med('bare')),
+      throughput_ratio_vs_fastify: round(med('webhook') / med('fastify')),
+      p99_ms_at_1000rps: fixed.webhook.latency.p99,
+      bare_p99_ms_at_1000rps: fixed.bare.latency.p99,
+      rss_mib: round(rss.webhook, 1),
+      bare_rss_mib: round(rss.bare, 1),
+    }),
+  );
 } finally {
   await rm(dir, { recursive: true, force: true });
 }

@@ -28,6 +28,7 @@ for (const mode of ['netns', 'dry-run'] as const) {
       t.match(r.out, /dry run/);
       t.match(r.out, /flow add @fastpath/);
     }
+    t.match(r.out.trimEnd().split('\n').at(-1), /^to see real offload: `npm run test:kernel`/, 'the last line says how to see real offload');
     const left = spawnSync('ip', ['netns', 'list'], { encoding: 'utf8' }).stdout;
     t.notMatch(left, /flowhint-demo/, 'no namespace left behind');
   });

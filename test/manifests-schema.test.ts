@@ -8,11 +8,12 @@ import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadAll } from 'js-yaml';
+import { kustomizeBuild } from './helpers/kustomize.ts';
 
 type Obj = Record<string, any>;
 const ROOT = new URL('../manifests/', import.meta.url).pathname;
 const parse = (text: string) => (loadAll(text) as Obj[]).filter(Boolean);
-const build = (dir: string) => parse(execFileSync('kubectl', ['kustomize', dir], { encoding: 'utf8' }));
+const build = (dir: string) => parse(kustomizeBuild(dir));
 
 function modelPath(o: Obj): string {
   const [group, version] = String(o.apiVersion).includes('/') ? String(o.apiVersion).split('/') : ['', String(o.apiVersion)];

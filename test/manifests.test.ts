@@ -5,6 +5,7 @@ import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadAll } from 'js-yaml';
+import { kustomizeBuild } from './helpers/kustomize.ts';
 
 type Obj = Record<string, any>;
 const ROOT = new URL('../manifests/', import.meta.url).pathname;
@@ -17,7 +18,7 @@ function yamlFiles(dir: string): string[] {
 }
 
 function build(dir: string): Obj[] {
-  const out = execFileSync('kubectl', ['kustomize', dir], { encoding: 'utf8' });
+  const out = kustomizeBuild(dir);
   return (loadAll(out) as Obj[]).filter(Boolean);
 }
 

@@ -6,31 +6,7 @@ set -u
 cd "$(dirname "$0")/../.."
 . test/kernel/topology.sh
 
-PASS=0; FAIL=0; N=0
-ok() { N=$((N+1)); PASS=$((PASS+1)); echo "ok $N - $*"; }
-notok() {
-  N=$((N+1)); FAIL=$((FAIL+1)); echo "not ok $N - $*"
-  # What the kernel saw, so a failure is readable from CI's output alone.
-  ip netns exec $NODE conntrack -L 2>/dev/null | sed 's/^/#   conntrack: /' | head -20
-  [ -n "${BULKLOG:-}" ] && [ -f "$BULKLOG" ] && tail -n 5 "$BULKLOG" | sed 's/^/#   iperf3: /'
-}
-check() { local desc=$1; shift; if "$@"; then ok "$desc"; else notok "$desc"; fi; }
-
-DIR=/run/fh/services; STATE=/run/fh/state; LOGS=/tmp/fh-logs
-mkdir -p $DIR $STATE $LOGS
-FH="node bin/flowhint.ts"
-agent_once() { nsx $NODE $FH agent --services-dir $DIR --once --state-dir $STATE "$@" >> $LOGS/agent.log 2>&1; }
-status_json() { nsx $NODE $FH status --json --state-dir $STATE; }
-offloaded() { nsx $NODE conntrack -L 2>/dev/null | grep '\[OFFLOAD\]' | grep -- "$1" | grep -c -- "$2"; }
-is_offloaded() { [ "$(offloaded "$1" "$2")" -gt 0 ]; }
-not_offloaded() { [ "$(offloaded "$1" "$2")" -eq 0 ]; }
-# The status file, as `flowhint status --json` shows it minus the live conntrack counts.
-state_json() { cat $STATE/status.json; }
-# Until the agent with pid $1 has written its status after a sync.
-wait_agent() { for _ in $(seq 300); do [ "$(jq -r .pid $STATE/status.json 2>/dev/null)" = "$1" ] && return 0; sleep 0.2; done; echo "# agent $1 did not sync"; return 1; }
-
-# Bulk TCP through an address for $3 seconds in the background; sets BULK.
-bulk() { local ns=$1 target=$2 secs=$3; shift 3; BULKLOG=$LOGS/iperf-$RANDOM.log; ip netns exec $ns iperf3 -c "$target" "$@" -t "$secs" > $BULKLOG 2>&1 & BULK=$!; }
+. test/kernel/lib.sh
 
 svc_a() {
   cat > $DIR/svc-a.yaml <<YAML
@@ -176,11 +152,12 @@ check "vanished device: it was retried once after re-listing" grep -q 'retrying 
 check "vanished device: the flowtable has the others, not it" bash -c "ip netns exec $NODE nft list flowtable inet flowhint fastpath | grep -q 'n0, n1' && ! ip netns exec $NODE nft list flowtable inet flowhint fastpath | grep -q n3"
 [ $RC -eq 0 ] || sed 's/^/#   /' $LOGS/vanish.log | tail -n 20
 
+# --- kube-proxy IPVS mode beside a hinted Service (test/kernel/ipvs.sh) -----------------
+. test/kernel/ipvs.sh
+
 check "cleanup deletes the table" nsx $NODE $FH cleanup
 check "no table after cleanup" bash -c "! ip netns exec $NODE nft list table inet flowhint 2>/dev/null"
 
 echo "# agent log (tail):"; tail -n 20 $LOGS/agent.log | sed 's/^/#   /'
 if [ $FAIL -gt 0 ]; then echo "# long-running agent log:"; tail -n 60 $LOGS/agent-long.log | sed 's/^/#   /'; fi
-echo "1..$N"
-echo "$PASS passed, $FAIL failed"
-[ $FAIL -eq 0 ]
+finish

@@ -5,8 +5,14 @@
  *                                                    DIR/go, N2 more, touch DIR/phase2, hold open
  *   node traffic.ts udp HOST PORT N HOLD_S           N datagram round trips, then keep sending one
  *                                                    a second for HOLD_S seconds
+ *   node traffic.ts tcp-check HOST PORT N BYTES      N connections (4 at a time), each sends BYTES
+ *                                                    random bytes and must get exactly them back
+ *   node traffic.ts udp-check HOST PORT N            N datagrams on one socket, each with its own
+ *                                                    payload, each answered with it within 2 s
+ * The two checks exit 0 only if every byte came back whole, and print one line saying what arrived.
  * Each round trip is one small write answered by its echo, so it is at least two packets.
  */
+import { randomBytes } from 'node:crypto';
 import { createSocket } from 'node:dgram';
 import { existsSync, writeFileSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
@@ -48,7 +54,68 @@ if (mode === 'server') {
   for (let i = 0; i < n; i++) await new Promise<void>((r) => { pending = r; u.send('x'); setTimeout(r, 500); });
   for (let i = 0; i < hold; i++) { u.send('x'); await sleep(1000); }
   u.close();
+} else if (mode === 'tcp-check') {
+  const [host, port, n, bytes] = [a!, Number(b), Number(c), Number(d)];
+  /** One connection: send `bytes` random bytes, read until as many came back or 20 s passed. */
+  const one = () =>
+    new Promise<boolean>((resolve) => {
+      const sent = randomBytes(bytes);
+      const got: Buffer[] = [];
+      let len = 0;
+      const s = createConnection({ host, port });
+      const done = (ok: boolean) => {
+        clearTimeout(timer);
+        s.destroy();
+        resolve(ok);
+      };
+      const timer = setTimeout(() => done(false), 20_000);
+      s.on('connect', () => s.write(sent));
+      s.on('data', (x: Buffer) => {
+        got.push(x);
+        len += x.length;
+        if (len >= bytes) done(Buffer.concat(got).equals(sent));
+      });
+      s.on('error', () => done(false));
+      s.on('close', () => done(len === bytes && Buffer.concat(got).equals(sent)));
+    });
+  let whole = 0;
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 4 }, async () => {
+      while (next < n) {
+        next += 1;
+        if (await one()) whole += 1;
+      }
+    }),
+  );
+  console.log(`tcp-check ${host}:${port}: ${whole}/${n} connections echoed ${bytes} bytes whole`);
+  process.exit(whole === n ? 0 : 1);
+} else if (mode === 'udp-check') {
+  const [host, port, n] = [a!, Number(b), Number(c)];
+  const u = createSocket({ type: host.includes(':') ? 'udp6' : 'udp4' });
+  let expect: Buffer | undefined;
+  let pending: ((ok: boolean) => void) | undefined;
+  u.on('message', (m) => pending?.(expect !== undefined && m.equals(expect)));
+  u.connect(port, host);
+  await new Promise((r) => u.once('connect', r));
+  let whole = 0;
+  for (let i = 0; i < n; i++) {
+    expect = Buffer.from(`${i}:${randomBytes(24).toString('hex')}`);
+    const payload = expect;
+    const ok = await new Promise<boolean>((r) => {
+      const timer = setTimeout(() => r(false), 2_000);
+      pending = (x) => {
+        clearTimeout(timer);
+        r(x);
+      };
+      u.send(payload);
+    });
+    if (ok) whole += 1;
+  }
+  u.close();
+  console.log(`udp-check ${host}:${port}: ${whole}/${n} datagrams answered whole`);
+  process.exit(whole === n ? 0 : 1);
 } else {
-  process.stderr.write('usage: traffic.ts server PORT | tcp HOST PORT N1 N2 DIR | udp HOST PORT N HOLD_S\n');
+  process.stderr.write('usage: traffic.ts server PORT | tcp HOST PORT N1 N2 DIR | udp HOST PORT N HOLD_S | tcp-check HOST PORT N BYTES | udp-check HOST PORT N\n');
   process.exit(2);
 }

@@ -1,0 +1,92 @@
+/**
+ * The system tools `npm test` needs, where they come from, and how to get them on a fresh
+ * machine of this project's kind (Debian bookworm, root, Node from the project).
+ *
+ * - `nft`, `ip`, `conntrack`: the network-namespace tests program real rulesets. Debian's
+ *   `nftables`, `iproute2`, `conntrack`.
+ * - `kustomize`: the manifest tests build every overlay. Bookworm's own kubectl
+ *   (`kubernetes-client` 1.20) carries a kustomize too old for `components`, and plain Debian
+ *   has no `kubectl` package. Debian sid carries `kustomize` 5.x, a static Go binary: it is
+ *   fetched with `apt-get download` through a private package list (the machine's own
+ *   archive address with the suite `sid`; the machine's apt sources are not changed) and
+ *   unpacked with `dpkg -x` into the git-ignored `.cache/tools`, the way the kernel suite
+ *   gets its kernel. A `kustomize` already on PATH is used when it is there.
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const TOOLS = join(REPO, '.cache', 'tools');
+const KUSTOMIZE_LOCAL = join(TOOLS, 'kustomize', 'usr', 'bin', 'kustomize');
+
+export interface Tool {
+  readonly command: string;
+  readonly pkg: string;
+  readonly why: string;
+}
+
+/** Tools that Debian's own (bookworm) packages provide. */
+export const APT_TOOLS: readonly Tool[] = [
+  { command: 'nft', pkg: 'nftables', why: 'the network-namespace tests program real rulesets' },
+  { command: 'ip', pkg: 'iproute2', why: 'the tests make scratch network namespaces' },
+  { command: 'conntrack', pkg: 'conntrack', why: 'the agent reads offloaded connections' },
+];
+
+export function onPath(command: string): boolean {
+  return spawnSync('sh', ['-c', `command -v ${command}`], { stdio: 'ignore' }).status === 0;
+}
+
+/** The kustomize the manifest tests use: the project's own copy, else one on PATH. */
+export function kustomizeCommand(): string | undefined {
+  if (existsSync(KUSTOMIZE_LOCAL)) return KUSTOMIZE_LOCAL;
+  return onPath('kustomize') ? 'kustomize' : undefined;
+}
+
+/** The machine's Debian archive address, from its own apt sources (deb822 or one-line). */
+function archiveUri(): string | undefined {
+  const files = ['/etc/apt/sources.list', ...(existsSync('/etc/apt/sources.list.d') ? readdirSync('/etc/apt/sources.list.d').map((f) => join('/etc/apt/sources.list.d', f)) : [])];
+  for (const f of files) {
+    if (!existsSync(f)) continue;
+    const text = readFileSync(f, 'utf8');
+    const uri = /^URIs:\s*(\S+\/debian)\/?\s*$/m.exec(text)?.[1] ?? /^deb\s+(?:\[[^\]]*\]\s+)?(\S+\/debian)\/?\s+\S+/m.exec(text)?.[1];
+    if (uri) return uri;
+  }
+  return undefined;
+}
+
+export class ToolError extends Error {}
+
+function run(cmd: string, args: string[], cwd?: string): void {
+  const r = spawnSync(cmd, args, { cwd, encoding: 'utf8' });
+  if (r.status !== 0) throw new ToolError(`${cmd} ${args.join(' ')} failed (${r.status ?? r.error?.message}): ${(r.stderr ?? '').trim().split('\n').slice(-3).join(' ')}`);
+}
+
+/** Fetch Debian sid's kustomize into .cache/tools (see above). Returns its path. */
+export function fetchKustomize(): string {
+  const uri = archiveUri();
+  if (!uri) throw new ToolError('cannot find the Debian archive address in /etc/apt/sources.list{,.d}');
+  const apt = join(TOOLS, 'apt-sid');
+  rmSync(apt, { recursive: true, force: true });
+  for (const d of ['lists/partial', 'cache/archives/partial', 'debs']) mkdirSync(join(apt, d), { recursive: true });
+  writeFileSync(join(apt, 'sources.list'), `deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] ${uri} sid main\n`);
+  const o = [
+    '-q',
+    '-o', `Dir::Etc::SourceList=${join(apt, 'sources.list')}`,
+    '-o', 'Dir::Etc::SourceParts=/dev/null',
+    '-o', `Dir::State::Lists=${join(apt, 'lists')}`,
+    '-o', `Dir::Cache=${join(apt, 'cache')}`,
+    '-o', 'APT::Sandbox::User=root',
+  ];
+  run('apt-get', [...o, 'update']);
+  run('apt-get', [...o, 'download', 'kustomize'], join(apt, 'debs'));
+  const deb = readdirSync(join(apt, 'debs')).find((f) => /^kustomize_.*\.deb$/.test(f));
+  if (!deb) throw new ToolError('apt-get download kustomize produced no .deb');
+  const into = join(TOOLS, 'kustomize');
+  rmSync(into, { recursive: true, force: true });
+  run('dpkg', ['-x', join(apt, 'debs', deb), into]);
+  rmSync(apt, { recursive: true, force: true });
+  if (!existsSync(KUSTOMIZE_LOCAL)) throw new ToolError(`${deb} has no usr/bin/kustomize`);
+  return KUSTOMIZE_LOCAL;
+}

@@ -122,6 +122,7 @@ export function buildApp(options: BuildAppOptions = {}): FastifyInstance {
       const allowed = String(decision.review.response.allowed);
       metrics.requests.inc({ webhook, operation: operationLabel(decision.operation), allowed });
       metrics.latency.observe({ webhook }, seconds);
+      for (const code of decision.codes ?? []) metrics.rejections.inc({ code });
       req.log.info(
         {
           webhook,

@@ -7,6 +7,7 @@ export interface WebhookMetrics {
   latency: Histogram<'webhook'>;
   certReloads: Counter<'result'>;
   badRequests: Counter<'code'>;
+  rejections: Counter<'code'>;
 }
 
 const OPERATIONS = new Set(['CREATE', 'UPDATE', 'DELETE', 'CONNECT']);
@@ -48,6 +49,12 @@ export function createWebhookMetrics(options: { defaultMetrics?: boolean } = {})
     badRequests: new Counter({
       name: 'flowhint_webhook_bad_requests_total',
       help: 'Requests answered with a 4xx error instead of an AdmissionReview, by error code.',
+      labelNames: ['code'],
+      registers: [registry],
+    }),
+    rejections: new Counter({
+      name: 'flowhint_webhook_rejections_total',
+      help: 'Hints rejected by /validate, by stable error code (a Service with two errors counts under both).',
       labelNames: ['code'],
       registers: [registry],
     }),

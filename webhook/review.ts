@@ -70,6 +70,8 @@ export interface Decision {
   readonly operation: string;
   readonly patch?: Operation[];
   readonly note?: string;
+  /** Rejections: the stable codes of the errors (a bounded set, safe as metric labels). */
+  readonly codes?: readonly string[];
 }
 
 export class BadReviewError extends Error {
@@ -164,6 +166,7 @@ export function validate(req: AdmissionRequest): Decision {
       service,
       operation,
       note: errors.map((e) => e.code).join(','),
+      codes: [...new Set(errors.map((e) => e.code))],
     };
   }
   const outcome: Outcome = warnings.length > 0 ? 'warned' : 'allowed';

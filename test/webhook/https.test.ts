@@ -116,6 +116,8 @@ t.test('health, readiness, 404 and metrics', async (t) => {
   t.match(text, /flowhint_webhook_requests_total\{webhook="validate",operation="CREATE",allowed="false"\} \d+/);
   t.match(text, /flowhint_webhook_latency_seconds_bucket/);
   t.match(text, /flowhint_webhook_bad_requests_total\{code="FH_MALFORMED_JSON"\}/);
+  t.match(text, /flowhint_webhook_rejections_total\{code="FH_HINT_UNSUPPORTED"\} [1-9]/, 'rejected hints counted by code');
+  t.notMatch(text, /flowhint_webhook_rejections_total\{code="FH_THRESHOLD_INVALID"\}/, 'only codes that were rejected');
   t.match(text, /process_resident_memory_bytes/);
 });
 

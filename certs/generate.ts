@@ -6,6 +6,7 @@
  * them); IP SANs are accepted too, for the local 127.0.0.1 flow. The CA certificate is the
  * webhook configurations' `caBundle`.
  */
+import { FlowhintError } from '../lib/errors.ts';
 import { webcrypto } from 'node:crypto';
 import { isIP } from 'node:net';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
@@ -70,7 +71,7 @@ async function makeCa(now: Date, days: number): Promise<{ cert: x509.X509Certifi
 }
 
 export async function generateCerts(o: GenerateOptions): Promise<CertBundle> {
-  if (o.dnsNames.length === 0 && (o.ipAddresses ?? []).length === 0) throw new Error('at least one --dns-name is needed');
+  if (o.dnsNames.length === 0 && (o.ipAddresses ?? []).length === 0) throw new FlowhintError('FH_USAGE', 'at least one --dns-name (or --service, or --ip) is needed');
   const now = o.now ?? new Date();
   const days = o.days ?? 365;
   const ca = o.ca
@@ -80,7 +81,7 @@ export async function generateCerts(o: GenerateOptions): Promise<CertBundle> {
   const names: x509.JsonGeneralName[] = [
     ...o.dnsNames.map((value) => ({ type: 'dns' as const, value })),
     ...(o.ipAddresses ?? []).map((value) => {
-      if (isIP(value) === 0) throw new Error(`not an IP address: ${value}`);
+      if (isIP(value) === 0) throw new FlowhintError('FH_USAGE', `--ip: not an IP address: ${JSON.stringify(value)}`);
       return { type: 'ip' as const, value };
     }),
   ];

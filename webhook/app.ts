@@ -2,6 +2,7 @@
  * The webhook's fastify transport: HTTPS, body limits, error mapping, metrics and one log
  * line per decision. Decisions themselves are made by review.ts.
  */
+import { STATUS_CODES } from 'node:http';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { BadReviewError, mutate, parseReview, validate, type Decision } from './review.ts';
@@ -38,8 +39,7 @@ interface ErrorBody {
 }
 
 function errorBody(statusCode: number, code: string, message: string): ErrorBody {
-  const error = statusCode === 413 ? 'Payload Too Large' : statusCode === 404 ? 'Not Found' : statusCode >= 500 ? 'Internal Server Error' : 'Bad Request';
-  return { statusCode, code, error, message };
+  return { statusCode, code, error: STATUS_CODES[statusCode] ?? 'Error', message };
 }
 
 /** Map transport errors onto the webhook's contract: 400 for anything malformed, 413 too large. */

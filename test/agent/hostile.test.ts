@@ -22,21 +22,18 @@ const ALLOWED = /^[a-z0-9_ @{}:;>=",.+\n-]*$/;
 
 t.test('hostile names, namespaces, annotations and labels render nothing of themselves', async (t) => {
   const base = render(svc({ name: 'web', namespace: 'ns' }));
-  let n = 0;
   for (const b of breakers) {
     const hostile = svc({ name: `web${b}x`, namespace: `ns${b}`, clusterIPs: ['10.96.0.10'] });
     const meta = hostile.metadata as Record<string, any>;
     meta.annotations['evil'] = `x${b}`;
     meta.labels[`evil${b}`] = `y${b}`;
     const text = render(hostile);
-    n += 1;
-    t.ok(text.length > 0, `rendered for ${show(b)}`);
+    t.ok(text.length > 0, `the hostile Service is usable and rendered for ${show(b)}`);
     t.notOk(text.includes(`web${b}`), `name fragment ${show(b)} absent`);
     t.match(text, ALLOWED, `only safe characters for ${show(b)}`);
     // Same shape as the benign rendering: only the hash-derived names differ.
     t.equal(text.replace(/[0-9a-f]{16}/g, 'H'), base.replace(/[0-9a-f]{16}/g, 'H'), `same structure for ${show(b)}`);
   }
-  t.ok(n === breakers.length);
 });
 
 t.test('hostile addresses and ports are dropped, never rendered', async (t) => {

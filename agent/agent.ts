@@ -78,7 +78,14 @@ export class Agent {
   private probeDetail = '';
   private acct: AcctResult = { enabled: false, detail: 'not checked yet' };
   private invalid = new Map<string, { code: string; reason: string }>();
+  /** Node-level conditions already logged (degraded, accounting, devices, status file). */
   private warned = new Set<string>();
+  /**
+   * Per Service key, the refusal last reported (`code|reason`): a Service is reported again
+   * when its refusal changes, or when it is refused again after being fixed or deleted. Holds
+   * only Services refused now, so it does not grow with churn.
+   */
+  private reportedInvalid = new Map<string, string>();
   private keyToId = new Map<string, string>();
   /** Per Service key: ports delivered locally (IPVS, a local address), never offloaded. */
   private bypassed = new Map<string, Bypass[]>();
@@ -195,7 +202,7 @@ export class Agent {
   /** A refusal by the source itself: same bookkeeping as one by the reader. */
   private onRefused(key: string, refusal: { code: string; reason: string } | undefined): void {
     if (!refusal) {
-      this.invalid.delete(key);
+      this.clearInvalid(key);
     } else {
       this.noteInvalid(key, refusal.code, refusal.reason);
     }
@@ -203,13 +210,19 @@ export class Agent {
   }
 
   private noteInvalid(key: string, code: string, reason: string): void {
-    const warnKey = `${key}|${code}|${reason}`;
-    if (!this.warned.has(warnKey)) {
-      this.warned.add(warnKey);
+    const report = `${code}|${reason}`;
+    if (this.reportedInvalid.get(key) !== report) {
+      this.reportedInvalid.set(key, report);
       this.o.metrics.invalidHints.inc({ code });
       this.log.warn({ service: key, code, reason }, 'hint not usable; Service not programmed');
     }
     this.invalid.set(key, { code, reason });
+  }
+
+  /** The Service is usable, unhinted or gone: forget its refusal. */
+  private clearInvalid(key: string): void {
+    this.invalid.delete(key);
+    this.reportedInvalid.delete(key);
   }
 
   private onEvents(events: readonly SourceEvent[]): void {
@@ -219,7 +232,7 @@ export class Agent {
       if (ev.type === 'delete') {
         if (oldId) updates.set(oldId, undefined);
         this.keyToId.delete(ev.key);
-        this.invalid.delete(ev.key);
+        this.clearInvalid(ev.key);
         continue;
       }
       const r = readHint(ev.object);
@@ -228,12 +241,12 @@ export class Agent {
         if (oldId && oldId !== entry.id) updates.set(oldId, undefined);
         this.keyToId.set(ev.key, entry.id);
         updates.set(entry.id, entry);
-        this.invalid.delete(ev.key);
+        this.clearInvalid(ev.key);
       } else {
         if (oldId) updates.set(oldId, undefined);
         this.keyToId.delete(ev.key);
         if (r.code === 'FH_NOT_HINTED') {
-          this.invalid.delete(ev.key);
+          this.clearInvalid(ev.key);
           continue;
         }
         this.noteInvalid(ev.key, r.code, r.reason);

@@ -165,14 +165,6 @@ export class FileSource implements Source {
       this.o.onRejected?.(r);
     }
     this.reported = nowReported;
-    const refusedNow = new Set<string>();
-    for (const r of read.rejected) {
-      if (r.key === undefined || read.services.has(r.key)) continue;
-      refusedNow.add(r.key);
-      this.sink?.refused?.(r.key, { code: r.code, reason: r.reason });
-    }
-    for (const key of this.refusedKeys) if (!refusedNow.has(key)) this.sink?.refused?.(key, undefined);
-    this.refusedKeys = refusedNow;
     const events: SourceEvent[] = [];
     const next = new Map<string, string>();
     for (const [key, obj] of read.services) {
@@ -183,5 +175,15 @@ export class FileSource implements Source {
     for (const key of this.current.keys()) if (!next.has(key)) events.push({ type: 'delete', key });
     this.current = next;
     if (events.length > 0) this.sink?.events(events);
+    // Refusals after the events: a Service that was programmed and is now refused is first
+    // deleted (which forgets any refusal), then refused, and so stays listed as refused.
+    const refusedNow = new Set<string>();
+    for (const r of read.rejected) {
+      if (r.key === undefined || read.services.has(r.key)) continue;
+      refusedNow.add(r.key);
+      this.sink?.refused?.(r.key, { code: r.code, reason: r.reason });
+    }
+    for (const key of this.refusedKeys) if (!refusedNow.has(key)) this.sink?.refused?.(key, undefined);
+    this.refusedKeys = refusedNow;
   }
 }

@@ -164,3 +164,25 @@ t.test('cleanup on exit removes the table', async (t) => {
   await agent.stop({ cleanup: true });
   t.throws(() => ns.sh('nft', 'list', 'table', 'inet', 'flowhint'));
 });
+
+t.test('a refused Service is reported once per refusal: again after it is fixed and broken again', async (t) => {
+  const { dir, metrics, make } = setup(t);
+  const refused = async () => (await metrics.registry.getSingleMetric('flowhint_agent_invalid_hints_total')?.get())?.values.find((v) => v.labels.code === 'FH_HINT_UNSUPPORTED')?.value ?? 0;
+  const turbo = yaml('a', '10.96.0.10').replace('traffic-hint: LongLived', 'traffic-hint: Turbo');
+  writeFileSync(join(dir, 'a.yaml'), turbo);
+  const { agent, source } = make();
+  await agent.prepare();
+  await agent.sync();
+  t.equal(await refused(), 1, 'refused once');
+  await source.rescan();
+  await source.rescan();
+  t.equal(await refused(), 1, 'not again while nothing changes');
+  writeFileSync(join(dir, 'a.yaml'), yaml('a', '10.96.0.10'));
+  await source.rescan();
+  t.same(agent.statusDoc().invalid, [], 'fixed: no longer listed');
+  writeFileSync(join(dir, 'a.yaml'), turbo);
+  await source.rescan();
+  t.equal(await refused(), 2, 'broken again: reported and counted again');
+  t.same(agent.statusDoc().invalid.map((i) => `${i.service}:${i.code}`), ['demo/a:FH_HINT_UNSUPPORTED']);
+  await agent.stop();
+});

@@ -20,14 +20,14 @@ import { errorMessage } from '../lib/errors.ts';
 import type { Runner } from '../lib/exec.ts';
 import type { Address } from './address.ts';
 import { addressKey } from './address.ts';
-import { countByService, readOffloaded } from './conntrack.ts';
+import { countByService, entriesByService, readConntrack } from './conntrack.ts';
 import { diff, emptyState, isEmptyDelta, serviceEntry, withNodeAddresses, withServices, type DesiredState, type ServiceEntry } from './desired.ts';
 import { listLinks, listNodeAddresses, selectDevices, type DeviceFilter } from './devices.ts';
 import { BYPASS_DETAIL, bypassText, localDelivery, readLocalDelivery, type Bypass } from './local-delivery.ts';
 import type { AgentMetrics } from './metrics.ts';
 import { matches } from './drift.ts';
 import { NftError, type Nft } from './nft.ts';
-import { ensureConntrackAccounting, probeFlowtable, type AcctResult } from './probe.ts';
+import { ensureConntrackAccounting, probeCtTimeout, probeFlowtable, type AcctResult } from './probe.ts';
 import { FAMILY, FLOWTABLE, SEEN, TABLE, deviceLines, renderDeleteTable, renderDelta, renderFull, type RenderOptions } from './render.ts';
 import type { Source, SourceEvent } from './sources/source.ts';
 import { servicesStatus, writeStatus, type StatusDoc } from './status.ts';
@@ -41,6 +41,8 @@ export interface AgentOptions {
   logger: Logger;
   metrics: AgentMetrics;
   defaultThreshold: number;
+  /** ShortLived Services without their own conntrack-timeout: seconds (`--short-lived-timeout`). */
+  defaultTimeout?: number;
   devices: DeviceFilter;
   /** Fixed node addresses for NodePorts; default: this node's global addresses. */
   nodeAddresses?: Address[] | undefined;
@@ -76,6 +78,8 @@ export class Agent {
   private needFull = true;
   private supported = false;
   private probeDetail = '';
+  private ctTimeout = false;
+  private ctTimeoutDetail = '';
   private acct: AcctResult = { enabled: false, detail: 'not checked yet' };
   private invalid = new Map<string, { code: string; reason: string }>();
   /** Node-level conditions already logged (degraded, accounting, devices, status file). */
@@ -122,6 +126,7 @@ export class Agent {
   /** Probe, read devices and addresses, start the source; resolves when it has synced. */
   async prepare(): Promise<void> {
     await this.probe();
+    await this.probeTimeouts();
     this.acct = await ensureConntrackAccounting(this.o.run);
     this.reportAcct();
     this.desired = withNodeAddresses(this.desired, this.o.nodeAddresses ?? (await listNodeAddresses(this.o.run)));
@@ -148,6 +153,7 @@ export class Agent {
     every(this.o.devicePollMs ?? 2_000, () => this.pollHost());
     every(this.o.reprobeMs ?? 60_000, async () => {
       if (!this.supported) await this.probe();
+      if (!this.ctTimeout) await this.probeTimeouts();
     });
     every(this.o.conntrackPollMs ?? 15_000, async () => {
       await this.refreshOffloadMetrics();
@@ -169,6 +175,27 @@ export class Agent {
       this.log.info({ table: `${FAMILY} ${TABLE}` }, 'table removed (--cleanup-on-exit)');
     } else {
       this.log.info('stopped; rules left in place so offloaded connections continue');
+    }
+  }
+
+  get ctTimeoutSupported(): boolean {
+    return this.ctTimeout;
+  }
+
+  /** ShortLived needs `ct timeout` objects; without them those Services keep the kernel's timeouts. */
+  private async probeTimeouts(): Promise<void> {
+    const was = this.ctTimeout;
+    const p = await probeCtTimeout(this.o.nft);
+    this.ctTimeout = p.supported;
+    this.ctTimeoutDetail = p.supported ? 'kernel supports ct timeout objects' : `kernel has no ct timeout support (${p.reason}; needs nft_ct with CONFIG_NF_CONNTRACK_TIMEOUT): ShortLived Services keep the default timeouts`;
+    this.o.metrics.conntrackTimeoutSupported.set(p.supported ? 1 : 0);
+    if (p.supported && !was && this.applied) {
+      this.log.info('ct timeout support appeared; programming ShortLived timeouts');
+      this.needFull = true;
+      this.schedule();
+    } else if (!p.supported && !this.warned.has('ct-timeout')) {
+      this.warned.add('ct-timeout');
+      this.log.warn({ reason: p.reason }, 'degraded: kernel has no ct timeout support; ShortLived Services keep the default conntrack timeouts');
     }
   }
 
@@ -237,7 +264,7 @@ export class Agent {
       }
       const r = readHint(ev.object);
       if (r.usable) {
-        const entry = serviceEntry(r.hint, this.o.defaultThreshold);
+        const entry = serviceEntry(r.hint, this.o.defaultThreshold, this.o.defaultTimeout);
         if (oldId && oldId !== entry.id) updates.set(oldId, undefined);
         this.keyToId.set(ev.key, entry.id);
         updates.set(entry.id, entry);
@@ -290,7 +317,7 @@ export class Agent {
   }
 
   private renderOptions(devices: readonly string[]): RenderOptions {
-    return { flowtable: this.supported, devices, counter: this.o.counter };
+    return { flowtable: this.supported, devices, counter: this.o.counter, ctTimeout: this.ctTimeout };
   }
 
   /** One sync, now: full or partial as needed. Exposed for --once and tests. */
@@ -336,7 +363,7 @@ export class Agent {
   private async applyFull(target: DesiredState): Promise<boolean> {
     let devices = this.supported ? await this.currentDevices() : [];
     const current = await this.o.nft.read();
-    const drift = this.applied !== undefined && !matches(current, target, this.supported);
+    const drift = this.applied !== undefined && !matches(current, target, this.supported, this.ctTimeout);
     if (drift) {
       this.o.metrics.driftRepairs.inc();
       this.log.warn('table differs from the desired state (drift); repairing');
@@ -415,11 +442,13 @@ export class Agent {
       }
     }
     await this.refreshLocalDelivery(this.applied);
-    const dests = await readOffloaded(this.o.run);
+    const dests = await readConntrack(this.o.run);
     if (!dests) return undefined;
     const counts = countByService(this.applied, dests);
     this.o.metrics.offloadedConnections.reset();
     for (const [service, n] of counts) this.o.metrics.offloadedConnections.set({ service }, n);
+    this.o.metrics.conntrackEntries.reset();
+    for (const [service, n] of entriesByService(this.applied, dests)) this.o.metrics.conntrackEntries.set({ service }, n);
     return counts;
   }
 
@@ -449,6 +478,7 @@ export class Agent {
       node: {
         mode: this.supported ? 'supported' : 'degraded',
         detail: this.probeDetail,
+        conntrackTimeout: { supported: this.ctTimeout, detail: this.ctTimeoutDetail },
         conntrackAccounting: this.acct,
         nodeAddresses: this.desired.nodeAddresses.map((a) => a.addr),
       },

@@ -9,10 +9,10 @@ import { parseFlags, portFlag } from '../lib/cli.ts';
 import { makeRunner } from '../lib/exec.ts';
 import { acquireInstanceLock } from '../lib/instance-lock.ts';
 import { createLogger } from '../lib/log.ts';
-import { DEFAULT_THRESHOLD, THRESHOLD_MAX } from '../api/index.ts';
+import { DEFAULT_THRESHOLD, DEFAULT_TIMEOUT_SECONDS, THRESHOLD_MAX, TIMEOUT_MAX_SECONDS, TIMEOUT_MIN_SECONDS, canonicalTimeout, timeoutSeconds } from '../api/index.ts';
 import { parseAddress, type Address } from './address.ts';
 import { Agent } from './agent.ts';
-import { countByService, readOffloaded } from './conntrack.ts';
+import { countByService, entriesByService, readConntrack } from './conntrack.ts';
 import { buildDesired } from './desired.ts';
 import { createAgentMetrics } from './metrics.ts';
 import { makeNft } from './nft.ts';
@@ -20,7 +20,7 @@ import { renderDeleteTable } from './render.ts';
 import { FileSource } from './sources/files.ts';
 import { DEFAULT_STATE_DIR, formatStatus, readStatus } from './status.ts';
 
-const AGENT_USAGE = `usage: flowhint agent [--services-dir DIR | --kubeconfig FILE] [--once] [--offload-after-packets ${DEFAULT_THRESHOLD}]
+const AGENT_USAGE = `usage: flowhint agent [--services-dir DIR | --kubeconfig FILE] [--once] [--offload-after-packets ${DEFAULT_THRESHOLD}] [--short-lived-timeout ${DEFAULT_TIMEOUT_SECONDS}s]
     [--devices RE] [--exclude-devices RE] [--node-address IP…] [--metrics-port 9471] [--metrics-host 0.0.0.0]
     [--state-dir ${DEFAULT_STATE_DIR}] [--no-flowtable-counter] [--resync-seconds 3600] [--cleanup-on-exit] [--netns NAME]
   Without --services-dir, Services come from the API server (in-cluster config, or KUBECONFIG).`;
@@ -45,6 +45,17 @@ const AgentFlags = z.object({
   kubeconfig: z.string().min(1).optional(),
   once: z.boolean().default(false),
   'offload-after-packets': z.coerce.number().int().min(0).max(THRESHOLD_MAX).default(DEFAULT_THRESHOLD),
+  'short-lived-timeout': z
+    .string()
+    .default(`${DEFAULT_TIMEOUT_SECONDS}s`)
+    .transform((v, ctx) => {
+      const seconds = timeoutSeconds(canonicalTimeout(v));
+      if (seconds === undefined) {
+        ctx.addIssue({ code: 'custom', message: `--short-lived-timeout: ${JSON.stringify(v)} is not a duration from ${TIMEOUT_MIN_SECONDS}s to ${TIMEOUT_MAX_SECONDS / 60}m, e.g. "5s"` });
+        return z.NEVER;
+      }
+      return seconds;
+    }),
   devices: regex('--devices'),
   'exclude-devices': regex('--exclude-devices'),
   'node-address': z
@@ -81,6 +92,7 @@ export async function agentCommand(argv: string[]): Promise<number> {
       kubeconfig: { type: 'string' },
       once: { type: 'boolean' },
       'offload-after-packets': { type: 'string' },
+      'short-lived-timeout': { type: 'string' },
       devices: { type: 'string' },
       'exclude-devices': { type: 'string' },
       'node-address': { type: 'string', multiple: true },
@@ -120,6 +132,7 @@ export async function agentCommand(argv: string[]): Promise<number> {
     logger,
     metrics,
     defaultThreshold: f['offload-after-packets'],
+    defaultTimeout: f['short-lived-timeout'],
     devices: { include: f.devices, exclude: f['exclude-devices'] },
     nodeAddresses: f['node-address'],
     counter: !f['no-flowtable-counter'],
@@ -168,13 +181,15 @@ export async function statusCommand(argv: string[]): Promise<number> {
     return 1;
   }
   // Offloaded-now counts are read live from conntrack, not from the file.
-  const dests = await readOffloaded(runnerFor(f.netns));
+  const dests = await readConntrack(runnerFor(f.netns));
   if (dests) {
     const state = buildDesired(
       doc.services.map((s) => ({
         id: s.id,
         key: s.service,
+        hint: s.hint,
         threshold: s.threshold,
+        timeout: s.timeoutSeconds,
         vips: s.addresses.flatMap((a) => parseAddress(a) ?? []),
         ports: s.ports.map(portMatch),
         nodePorts: s.nodePorts.map(portMatch),
@@ -182,7 +197,11 @@ export async function statusCommand(argv: string[]): Promise<number> {
       doc.node.nodeAddresses.flatMap((a) => parseAddress(a) ?? []),
     );
     const counts = countByService(state, dests);
-    for (const s of doc.services) s.offloadedNow = counts.get(s.service) ?? 0;
+    const entries = entriesByService(state, dests);
+    for (const s of doc.services) {
+      if (s.hint === 'ShortLived') s.conntrackEntries = entries.get(s.service) ?? 0;
+      else s.offloadedNow = counts.get(s.service) ?? 0;
+    }
   }
   process.stdout.write(f.json ? `${JSON.stringify(doc, null, 2)}\n` : formatStatus(doc));
   return 0;

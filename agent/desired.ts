@@ -15,9 +15,10 @@
  * `diff` compares two states. Given the ids that changed it looks only at those, so the
  * cost of a sync follows the change, not the number of Services.
  */
-import { effectiveThreshold, isOffloadable, portProtocol, type EffectiveHint } from '../api/index.ts';
+import { HINTS, effectiveThreshold, effectiveTimeout, isOffloadable, portProtocol, type EffectiveHint, type TrafficHint } from '../api/index.ts';
 import { addressKey, parseAddress, shortHash, type Address } from './address.ts';
 import { PMap } from './pmap.ts';
+import { asUpdates, diffShort, emptyShort, moveElements, relinkShort, shortElements, type ShortDelta, type ShortState } from './short-lived.ts';
 
 export type Proto = 'tcp' | 'udp';
 
@@ -27,10 +28,14 @@ export interface PortMatch {
 }
 
 export interface ServiceEntry {
-  /** Hash of namespace/name: the Service's only name in nft text (counter `s_<id>`). */
+  /** Hash of namespace/name: the key of the Service in the desired state. */
   readonly id: string;
   readonly key: string;
+  readonly hint: TrafficHint;
+  /** LongLived: packets before offload. */
   readonly threshold: number;
+  /** ShortLived only: the conntrack timeout in seconds (short-lived.ts). */
+  readonly timeout?: number | undefined;
   readonly vips: readonly Address[];
   readonly ports: readonly PortMatch[];
   readonly nodePorts: readonly PortMatch[];
@@ -49,7 +54,7 @@ export interface ChainSpec {
   readonly refs: number;
 }
 
-export interface DesiredState {
+export interface DesiredState extends ShortState {
   readonly services: ReadonlyMap<string, ServiceEntry>;
   /** addressKey -> ids of Services with that VIP. Derived from `services`. */
   readonly byAddress: ReadonlyMap<string, ReadonlySet<string>>;
@@ -74,6 +79,9 @@ interface Stored extends DesiredState {
 function stored(s: DesiredState): Stored {
   if (s.services instanceof PMap && s.byAddress instanceof PMap && s.nodePortServices instanceof PMap && s.chainOf instanceof PMap && s.chains instanceof PMap) return s as Stored;
   return {
+    shortBy: s.shortBy,
+    shortOf: s.shortOf,
+    shortChains: s.shortChains,
     services: PMap.of(s.services),
     byAddress: PMap.of(s.byAddress),
     nodeAddresses: s.nodeAddresses,
@@ -99,7 +107,7 @@ function uniqBy<T>(xs: T[], key: (x: T) => string): T[] {
 }
 
 /** One Service's entry. Everything from the object is validated here or dropped. */
-export function serviceEntry(hint: EffectiveHint, defaultThreshold: number): ServiceEntry {
+export function serviceEntry(hint: EffectiveHint, defaultThreshold: number, defaultTimeout?: number): ServiceEntry {
   const spec = hint.service.spec ?? {};
   const rawIps = [
     ...(spec.clusterIPs && spec.clusterIPs.length > 0 ? spec.clusterIPs : spec.clusterIP ? [spec.clusterIP] : []),
@@ -127,7 +135,9 @@ export function serviceEntry(hint: EffectiveHint, defaultThreshold: number): Ser
   return {
     id: shortHash(hint.key),
     key: hint.key,
+    hint: hint.hint,
     threshold: effectiveThreshold(hint, defaultThreshold),
+    ...(HINTS[hint.hint].shortTimeout ? { timeout: effectiveTimeout(hint, defaultTimeout) } : {}),
     vips,
     ports: sort(ports),
     nodePorts: sort(nodePorts),
@@ -135,7 +145,12 @@ export function serviceEntry(hint: EffectiveHint, defaultThreshold: number): Ser
 }
 
 export function emptyState(nodeAddresses: readonly Address[] = []): DesiredState {
-  return { services: PMap.of(), byAddress: PMap.of(), nodeAddresses, nodePortServices: PMap.of(), chainOf: PMap.of(), chains: PMap.of() };
+  return { services: PMap.of(), byAddress: PMap.of(), nodeAddresses, nodePortServices: PMap.of(), chainOf: PMap.of(), chains: PMap.of(), ...emptyShort() };
+}
+
+/** Whether an entry's connections are offloaded (LongLived), as opposed to ShortLived's timeouts. */
+export function offloads(e: ServiceEntry | undefined): e is ServiceEntry {
+  return e !== undefined && HINTS[e.hint].offload;
 }
 
 /** The chain for a rule list: `v4_`/`v6_` + a hash of family and rules. */
@@ -181,12 +196,14 @@ export function withServices(state: DesiredState, updates: ReadonlyMap<string, S
     }
     return s;
   };
+  const short = new Map<string, Set<string>>();
   for (const [id, entry] of updates) {
     const old = st.services.get(id);
-    if (old) for (const a of old.vips) setFor(addressKey(a)).delete(id);
-    if (old && old.nodePorts.length > 0) nodePortsTouched = true;
+    moveElements(st, short, id, shortElements(old, st.nodeAddresses), shortElements(entry, st.nodeAddresses));
+    if (offloads(old)) for (const a of old.vips) setFor(addressKey(a)).delete(id);
+    if (offloads(old) && old.nodePorts.length > 0) nodePortsTouched = true;
     nodePorts.set(id, undefined);
-    if (entry) {
+    if (offloads(entry)) {
       for (const a of entry.vips) setFor(addressKey(a)).add(id);
       if (entry.nodePorts.length > 0) {
         nodePorts.set(id, true);
@@ -194,8 +211,10 @@ export function withServices(state: DesiredState, updates: ReadonlyMap<string, S
       }
     }
   }
+  const services = st.services.with(updates);
   const next: Stored = {
-    services: st.services.with(updates),
+    ...relinkShort(st, asUpdates(short), (id) => services.get(id)?.timeout),
+    services,
     byAddress: st.byAddress.with([...touched].map(([k, s]) => [k, s.size === 0 ? undefined : s] as const)),
     nodeAddresses: st.nodeAddresses,
     nodePortServices: st.nodePortServices.with(nodePorts),
@@ -210,7 +229,12 @@ export function withServices(state: DesiredState, updates: ReadonlyMap<string, S
 export function withNodeAddresses(state: DesiredState, nodeAddresses: readonly Address[]): DesiredState {
   const st = stored(state);
   const sorted = [...nodeAddresses].sort((a, b) => addressKey(a).localeCompare(addressKey(b)));
-  const next: Stored = { ...st, nodeAddresses: sorted };
+  // ShortLived NodePorts live on node addresses: move their elements.
+  const short = new Map<string, Set<string>>();
+  for (const e of st.services.values()) {
+    if (e.timeout !== undefined && e.nodePorts.length > 0) moveElements(st, short, e.id, shortElements({ ...e, vips: [] }, st.nodeAddresses), shortElements({ ...e, vips: [] }, sorted));
+  }
+  const next: Stored = { ...st, ...relinkShort(st, asUpdates(short), (id) => st.services.get(id)?.timeout), nodeAddresses: sorted };
   return { ...next, ...relink(next, new Set([...st.nodeAddresses, ...sorted].map(addressKey))) };
 }
 
@@ -260,7 +284,7 @@ export function keyToAddress(key: string): Address {
   return { family, addr };
 }
 
-export interface Delta {
+export interface Delta extends ShortDelta {
   /** Chains no address used before: create them first. */
   readonly addChains: Array<{ name: string; spec: ChainSpec }>;
   /** Map elements to delete (the address left, or moves to another chain). */
@@ -281,24 +305,34 @@ function sameEntry(a: ServiceEntry | undefined, b: ServiceEntry | undefined): bo
  */
 export function diff(prev: DesiredState, next: DesiredState, changed?: Iterable<string>): Delta {
   let affected: Set<string>;
+  let shortKeys: string[];
   if (changed) {
     affected = new Set<string>();
+    shortKeys = [];
     let nodePortsChanged = false;
     for (const id of changed) {
       const a = prev.services.get(id);
       const b = next.services.get(id);
       if (sameEntry(a, b)) continue;
+      shortKeys.push(...shortElements(a, prev.nodeAddresses), ...shortElements(b, next.nodeAddresses));
       for (const e of [a, b]) {
         if (!e) continue;
         for (const v of e.vips) affected.add(addressKey(v));
         if (e.nodePorts.length > 0) nodePortsChanged = true;
       }
     }
-    if (nodePortsChanged || prev.nodeAddresses.map(addressKey).join(',') !== next.nodeAddresses.map(addressKey).join(',')) {
+    const nodeAddressesChanged = prev.nodeAddresses.map(addressKey).join(',') !== next.nodeAddresses.map(addressKey).join(',');
+    if (nodePortsChanged || nodeAddressesChanged) {
       for (const a of [...prev.nodeAddresses, ...next.nodeAddresses]) affected.add(addressKey(a));
+    }
+    if (nodeAddressesChanged) {
+      for (const e of [...prev.services.values(), ...next.services.values()]) {
+        if (e.timeout !== undefined && e.nodePorts.length > 0) shortKeys.push(...shortElements({ ...e, vips: [] }, prev.nodeAddresses), ...shortElements({ ...e, vips: [] }, next.nodeAddresses));
+      }
     }
   } else {
     affected = new Set([...prev.chainOf.keys(), ...next.chainOf.keys()]);
+    shortKeys = [...prev.shortOf.keys(), ...next.shortOf.keys()];
   }
   const removeElements: Address[] = [];
   const addElements: Array<{ address: Address; chain: string }> = [];
@@ -320,9 +354,9 @@ export function diff(prev: DesiredState, next: DesiredState, changed?: Iterable<
     if (!before && after) addChains.push({ name, spec: after });
     if (before && !after) removeChains.push(name);
   }
-  return { addChains, removeElements, addElements, removeChains };
+  return { addChains, removeElements, addElements, removeChains, ...diffShort(prev, next, shortKeys) };
 }
 
 export function isEmptyDelta(d: Delta): boolean {
-  return d.addChains.length === 0 && d.removeElements.length === 0 && d.addElements.length === 0 && d.removeChains.length === 0;
+  return Object.values(d).every((xs: unknown[]) => xs.length === 0);
 }

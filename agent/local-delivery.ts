@@ -18,7 +18,7 @@
 import { z } from 'zod';
 import type { Runner } from '../lib/exec.ts';
 import { addressKey, parseAddress, type Address } from './address.ts';
-import type { DesiredState, Proto } from './desired.ts';
+import { offloads, type DesiredState, type Proto } from './desired.ts';
 
 export type BypassReason = 'ipvs' | 'local-address';
 
@@ -88,6 +88,7 @@ export function localDelivery(state: DesiredState, view: LocalView): Map<string,
   const out = new Map<string, Bypass[]>();
   if (view.ipvs.size === 0 && view.local.size === 0) return out;
   for (const e of state.services.values()) {
+    if (!offloads(e)) continue;
     const found: Bypass[] = [];
     for (const v of e.vips) {
       for (const p of e.ports) {

@@ -17,6 +17,8 @@ export interface AgentMetrics {
   offloadedConnections: Gauge<'service'>;
   offloadDecisions: Gauge<'service'>;
   notOffloadablePorts: Gauge<'service' | 'reason'>;
+  conntrackTimeoutSupported: Gauge;
+  conntrackEntries: Gauge<'service'>;
 }
 
 export function createAgentMetrics(options: { defaultMetrics?: boolean } = {}): AgentMetrics {
@@ -49,6 +51,8 @@ export function createAgentMetrics(options: { defaultMetrics?: boolean } = {}): 
       labelNames: ['service'],
       registers: r,
     }),
+    conntrackTimeoutSupported: new Gauge({ name: 'flowhint_agent_conntrack_timeout_supported', help: '1 if the kernel supports ct timeout objects; 0 means ShortLived Services keep the kernel default timeouts (degraded).', registers: r }),
+    conntrackEntries: new Gauge({ name: 'flowhint_agent_conntrack_entries', help: 'Conntrack entries of each ShortLived Service now (by original destination), read from conntrack.', labelNames: ['service'], registers: r }),
     notOffloadablePorts: new Gauge({
       name: 'flowhint_agent_not_offloadable_ports',
       help: "A hinted Service's ports that this node delivers locally and so never offloads, by reason (ipvs: kube-proxy IPVS mode; local-address).",

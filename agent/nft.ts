@@ -25,6 +25,7 @@ const ListingJson = z.looseObject({
       map: Named.extend({ elem: z.array(z.unknown()).optional() }).optional(),
       set: Named.extend({ elem: z.array(z.unknown()).optional() }).optional(),
       flowtable: Named.extend({ dev: z.union([z.string(), z.array(z.string())]).optional() }).optional(),
+      'ct timeout': Named.optional(),
     }),
   ),
 });
@@ -50,7 +51,9 @@ export function parseListing(json: string): ReadTable {
   const elementCounts = new Map<string, number>();
   const seenElements = new Map<string, string[]>();
   const seenCounters = new Map<string, Map<string, number>>();
+  const ctTimeouts = new Set<string>();
   for (const o of parsed.nftables) {
+    if (o['ct timeout']) ctTimeouts.add(o['ct timeout'].name);
     if (o.chain) chains.add(o.chain.name);
     if (o.rule) ruleCounts.set(o.rule.chain, (ruleCounts.get(o.rule.chain) ?? 0) + 1);
     if (o.counter) {
@@ -83,7 +86,7 @@ export function parseListing(json: string): ReadTable {
       flowtables.set(o.flowtable.name, { devices: dev === undefined ? [] : Array.isArray(dev) ? dev : [dev] });
     }
   }
-  return { chains, counters, maps, sets, flowtables, ruleCounts, elementCounts, seenElements, seenCounters };
+  return { chains, counters, ctTimeouts, maps, sets, flowtables, ruleCounts, elementCounts, seenElements, seenCounters };
 }
 
 export interface Nft {

@@ -20,8 +20,25 @@ export interface ProbeResult {
   reason: string;
 }
 
+/** The same, for ShortLived: a `ct timeout` object and a rule that sets it (nft_ct's timeout support). */
+const CT_TIMEOUT_PROBE = [
+  'add table inet flowhint_probe',
+  'add ct timeout inet flowhint_probe t { protocol udp; l3proto ip; policy = { unreplied : 5, replied : 5 }; }',
+  'add chain inet flowhint_probe c { type filter hook prerouting priority -150; }',
+  'add rule inet flowhint_probe c ct state new ct timeout set "t"',
+  '',
+].join('\n');
+
 export async function probeFlowtable(nft: Nft): Promise<ProbeResult> {
-  const r = await nft.check(PROBE);
+  return probe(nft, PROBE);
+}
+
+export async function probeCtTimeout(nft: Nft): Promise<ProbeResult> {
+  return probe(nft, CT_TIMEOUT_PROBE);
+}
+
+async function probe(nft: Nft, transaction: string): Promise<ProbeResult> {
+  const r = await nft.check(transaction);
   if (r.ok) return { supported: true, reason: '' };
   const first = r.stderr.split('\n').find((l) => l.includes('Error')) ?? r.stderr.trim();
   return { supported: false, reason: first.replace(/^.*Error: /, '') || 'nft -c failed' };

@@ -15,7 +15,23 @@
  *     chain v4_<hash(family, rules)> {               # shared by every address with these rules
  *       meta l4proto tcp ct original proto-dst 80 ct packets > 20 update @seen4 { ct original ip daddr } flow add @fastpath
  *     }
+ *     # ShortLived (short-lived.ts): a conntrack timeout policy for new connections
+ *     map short4 { type ipv4_addr . inet_proto . inet_service : verdict; }  # address . proto . port -> chain
+ *     map short6 { type ipv6_addr . inet_proto . inet_service : verdict; }
+ *     chain short_pre { type filter hook prerouting priority -150; policy accept;
+ *       ct state new ip daddr . meta l4proto . th dport vmap @short4
+ *       ct state new ip6 daddr . meta l4proto . th dport vmap @short6 }
+ *     chain short_out { type filter hook output priority -150; … the same two rules }   # hostNetwork Pods
+ *     ct timeout c4_<hash(family, proto, seconds)> { protocol udp; l3proto ip; policy = { unreplied : 5, replied : 5 }; }
+ *     chain s4_<same hash> { ct timeout set "c4_<same hash>" }
  *   }
+ *
+ * Why priority -150 and the packet's own header for ShortLived: a timeout policy must be
+ * attached when conntrack creates the entry's first packet is seen (after conntrack at -200),
+ * and before kube-proxy's DNAT (-100) the packet still carries the Service address and port.
+ * Unlike `ct original proto-dst`, `ip daddr . meta l4proto . th dport` can be concatenated,
+ * so one map lookup per new connection finds the Service port. TCP policies set only the
+ * closing states: an idle established connection keeps the kernel's timeout.
  *
  * Why the forward hook and the conntrack original tuple (not a prerouting mark before
  * DNAT, KEP-4963 v2's choice): the original tuple still holds the Service address after
@@ -53,6 +69,7 @@
 import type { Address } from './address.ts';
 import type { ChainSpec, Delta, DesiredState, Rule } from './desired.ts';
 import { keyToAddress } from './desired.ts';
+import { parseElementKey, timeoutObjectName, type ShortChain } from './short-lived.ts';
 
 export const FAMILY = 'inet';
 export const TABLE = 'flowhint';
@@ -60,6 +77,8 @@ export const FLOWTABLE = 'fastpath';
 export const BASE_CHAIN = 'classify';
 export const MAP = { ip: 'vips4', ip6: 'vips6' } as const;
 export const SEEN = { ip: 'seen4', ip6: 'seen6' } as const;
+export const SHORT_MAP = { ip: 'short4', ip6: 'short6' } as const;
+export const SHORT_BASES = ['short_pre', 'short_out'] as const;
 /** Bound on the counting sets; stale addresses are pruned at each full sync. */
 export const SEEN_SIZE = 65536;
 const T = `${FAMILY} ${TABLE}`;
@@ -70,12 +89,16 @@ export interface RenderOptions {
   readonly devices: readonly string[];
   /** The flowtable `counter` flag: keeps conntrack byte counts true for offloaded flows. */
   readonly counter: boolean;
+  /** The kernel supports `ct timeout` objects. When false, ShortLived chains stay empty (degraded). */
+  readonly ctTimeout?: boolean;
 }
 
 /** What exists in the kernel now, from `nft -j list table inet flowhint`. */
 export interface Listing {
   readonly chains: ReadonlySet<string>;
   readonly counters: ReadonlySet<string>;
+  /** `ct timeout` objects. */
+  readonly ctTimeouts?: ReadonlySet<string>;
   readonly maps: ReadonlySet<string>;
   /** Elements of the counting sets now, to prune those of addresses no longer desired. */
   readonly seenElements?: ReadonlyMap<string, readonly string[]>;
@@ -92,7 +115,7 @@ export function isRenderableDevice(name: string): boolean {
 }
 
 function chainId(name: string): string {
-  if (!/^v[46]_[0-9a-f]{16}$/.test(name)) throw new Error(`refusing to render chain name ${JSON.stringify(name)}`);
+  if (!/^[vs][46]_[0-9a-f]{16}$/.test(name)) throw new Error(`refusing to render chain name ${JSON.stringify(name)}`);
   return name;
 }
 
@@ -160,6 +183,37 @@ function chainLines(name: string, c: ChainSpec, o: RenderOptions): string[] {
   return [`add chain ${T} ${n}`, `flush chain ${T} ${n}`, ...c.rules.map((rule) => `add rule ${T} ${n} ${ruleText(c.family, rule, o)}`)];
 }
 
+/** The ct timeout object and the chain that sets it, for one (family, protocol, seconds). */
+function shortChainLines(name: string, c: ShortChain, o: RenderOptions): string[] {
+  const n = chainId(name);
+  const obj = timeoutObjectName(n);
+  const secs = int(c.seconds, 1, 600);
+  const policy = c.proto === 'udp' ? `unreplied : ${secs}, replied : ${secs}` : `fin_wait : ${secs}, close_wait : ${secs}, last_ack : ${secs}, time_wait : ${secs}, close : ${secs}`;
+  const lines = [`add chain ${T} ${n}`, `flush chain ${T} ${n}`];
+  if (o.ctTimeout === false) return lines;
+  return [`add ct timeout ${T} ${obj} { protocol ${c.proto}; l3proto ${c.family}; policy = { ${policy} }; }`, ...lines, `add rule ${T} ${n} ct timeout set "${obj}"`];
+}
+
+function shortElement(key: string): string {
+  const e = parseElementKey(key);
+  return `${addr(e.address)} . ${e.proto === 'tcp' ? 'tcp' : 'udp'} . ${int(e.port, 1, 65535)}`;
+}
+
+function addShortElementLine(key: string, chain: string): string {
+  return `add element ${T} ${SHORT_MAP[parseElementKey(key).address.family]} { ${shortElement(key)} : goto ${chainId(chain)} }`;
+}
+
+function deleteShortElementLine(key: string): string {
+  return `delete element ${T} ${SHORT_MAP[parseElementKey(key).address.family]} { ${shortElement(key)} }`;
+}
+
+function shortBaseRules(): string[] {
+  return SHORT_BASES.flatMap((c) => [
+    `add rule ${T} ${c} ct state new ip daddr . meta l4proto . th dport vmap @${SHORT_MAP.ip}`,
+    `add rule ${T} ${c} ct state new ip6 daddr . meta l4proto . th dport vmap @${SHORT_MAP.ip6}`,
+  ]);
+}
+
 function addElementLine(a: Address, chain: string): string {
   return `add element ${T} ${MAP[a.family]} { ${addr(a)} : goto ${chainId(chain)} }`;
 }
@@ -177,6 +231,10 @@ function skeleton(): string[] {
     `add set ${T} ${SEEN.ip} { type ipv4_addr; size ${SEEN_SIZE}; flags dynamic; counter; }`,
     `add set ${T} ${SEEN.ip6} { type ipv6_addr; size ${SEEN_SIZE}; flags dynamic; counter; }`,
     `add chain ${T} ${BASE_CHAIN} { type filter hook forward priority filter + 10; policy accept; }`,
+    `add map ${T} ${SHORT_MAP.ip} { type ipv4_addr . inet_proto . inet_service : verdict; }`,
+    `add map ${T} ${SHORT_MAP.ip6} { type ipv6_addr . inet_proto . inet_service : verdict; }`,
+    `add chain ${T} short_pre { type filter hook prerouting priority -150; policy accept; }`,
+    `add chain ${T} short_out { type filter hook output priority -150; policy accept; }`,
   ];
 }
 
@@ -187,20 +245,26 @@ function skeleton(): string[] {
  */
 export function renderFull(state: DesiredState, o: RenderOptions, current: Listing = EMPTY_LISTING): string {
   const ft = flowtableLines(o, current);
-  const wantedChains = new Set([BASE_CHAIN, ...state.chains.keys()]);
+  const wantedChains = new Set<string>([BASE_CHAIN, ...SHORT_BASES, ...state.chains.keys(), ...state.shortChains.keys()]);
+  const ownMaps = new Set<string>([MAP.ip, MAP.ip6, SHORT_MAP.ip, SHORT_MAP.ip6]);
   const ownSets = new Set<string>([SEEN.ip, SEEN.ip6]);
+  const wantedTimeouts = new Set(o.ctTimeout === false ? [] : [...state.shortChains.keys()].map(timeoutObjectName));
   const lines: string[] = [`add table ${T}`, ...ft.before, ...skeleton().slice(1)];
-  lines.push(`flush chain ${T} ${BASE_CHAIN}`, `flush map ${T} ${MAP.ip}`, `flush map ${T} ${MAP.ip6}`);
+  lines.push(`flush chain ${T} ${BASE_CHAIN}`, ...SHORT_BASES.map((c) => `flush chain ${T} ${c}`), ...[...ownMaps].map((m) => `flush map ${T} ${m}`));
   for (const c of [...current.chains].sort()) if (!wantedChains.has(c)) lines.push(`flush chain ${T} ${c}`);
-  for (const m of [...current.maps].sort()) if (m !== MAP.ip && m !== MAP.ip6) lines.push(`flush map ${T} ${m}`);
+  for (const m of [...current.maps].sort()) if (!ownMaps.has(m)) lines.push(`flush map ${T} ${m}`);
   for (const [name, spec] of [...state.chains].sort(([a], [b]) => a.localeCompare(b))) lines.push(...chainLines(name, spec, o));
+  for (const [name, spec] of [...state.shortChains].sort(([a], [b]) => a.localeCompare(b))) lines.push(...shortChainLines(name, spec, o));
   for (const [key, chain] of [...state.chainOf].sort(([a], [b]) => a.localeCompare(b))) lines.push(addElementLine(keyToAddress(key), chain));
+  for (const [key, chain] of [...state.shortOf].sort(([a], [b]) => a.localeCompare(b))) lines.push(addShortElementLine(key, chain));
   lines.push(
     `add rule ${T} ${BASE_CHAIN} ct state established ct status dnat ct original ip daddr vmap @${MAP.ip}`,
     `add rule ${T} ${BASE_CHAIN} ct state established ct status dnat ct original ip6 daddr vmap @${MAP.ip6}`,
+    ...shortBaseRules(),
   );
   for (const c of [...current.chains].sort()) if (!wantedChains.has(c)) lines.push(`delete chain ${T} ${c}`);
-  for (const m of [...current.maps].sort()) if (m !== MAP.ip && m !== MAP.ip6) lines.push(`delete map ${T} ${m}`);
+  for (const m of [...current.maps].sort()) if (!ownMaps.has(m)) lines.push(`delete map ${T} ${m}`);
+  for (const c of [...(current.ctTimeouts ?? [])].sort()) if (!wantedTimeouts.has(c)) lines.push(`delete ct timeout ${T} ${c}`);
   for (const s of [...current.sets].sort()) if (!ownSets.has(s)) lines.push(`delete set ${T} ${s}`);
   for (const c of [...current.counters].sort()) lines.push(`delete counter ${T} ${c}`);
   for (const family of ['ip', 'ip6'] as const) {
@@ -215,9 +279,16 @@ export function renderFull(state: DesiredState, o: RenderOptions, current: Listi
 export function renderDelta(delta: Delta, o: RenderOptions): string {
   const lines: string[] = [];
   for (const c of delta.addChains) lines.push(...chainLines(c.name, c.spec, o));
+  for (const c of delta.addShortChains) lines.push(...shortChainLines(c.name, c.spec, o));
   for (const a of delta.removeElements) lines.push(deleteElementLine(a));
+  for (const k of delta.removeShortElements) lines.push(deleteShortElementLine(k));
   for (const e of delta.addElements) lines.push(addElementLine(e.address, e.chain));
+  for (const e of delta.addShortElements) lines.push(addShortElementLine(e.key, e.chain));
   for (const c of delta.removeChains) lines.push(`delete chain ${T} ${chainId(c)}`);
+  for (const c of delta.removeShortChains) {
+    lines.push(`delete chain ${T} ${chainId(c)}`);
+    if (o.ctTimeout !== false) lines.push(`delete ct timeout ${T} ${timeoutObjectName(chainId(c))}`);
+  }
   return lines.length === 0 ? '' : `${lines.join('\n')}\n`;
 }
 

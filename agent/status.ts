@@ -13,7 +13,13 @@ export const DEFAULT_STATE_DIR = '/run/flowhint';
 const ServiceStatus = z.object({
   service: z.string(),
   id: z.string(),
+  /** Absent in documents written before ShortLived existed: LongLived. */
+  hint: z.enum(['LongLived', 'ShortLived']).default('LongLived'),
   threshold: z.number(),
+  /** ShortLived: the conntrack timeout programmed, in seconds. */
+  timeoutSeconds: z.number().optional(),
+  /** ShortLived: its conntrack entries now (live, like offloadedNow). */
+  conntrackEntries: z.number().nullable().optional(),
   addresses: z.array(z.string()),
   ports: z.array(z.string()),
   nodePorts: z.array(z.string()),
@@ -31,6 +37,8 @@ export const StatusDoc = z.object({
   node: z.object({
     mode: z.enum(['supported', 'degraded']),
     detail: z.string(),
+    /** ShortLived's `ct timeout` support (absent in documents of older agents). */
+    conntrackTimeout: z.object({ supported: z.boolean(), detail: z.string() }).optional(),
     conntrackAccounting: z.object({ enabled: z.boolean(), detail: z.string() }),
     nodeAddresses: z.array(z.string()),
   }),
@@ -50,7 +58,9 @@ export function servicesStatus(state: DesiredState, bypassed: ReadonlyMap<string
     .map((e) => ({
       service: e.key,
       id: e.id,
+      hint: e.hint,
       threshold: e.threshold,
+      ...(e.timeout === undefined ? {} : { timeoutSeconds: e.timeout }),
       addresses: e.vips.map((v) => v.addr),
       ports: e.ports.map((p) => `${p.proto}/${p.port}`),
       nodePorts: e.nodePorts.map((p) => `${p.proto}/${p.port}`),
@@ -79,13 +89,19 @@ export function formatStatus(s: StatusDoc): string {
   const lines: string[] = [];
   lines.push(`node: ${s.node.mode === 'supported' ? 'supported' : 'degraded'}: ${s.node.detail}`);
   lines.push(`conntrack accounting: ${s.node.conntrackAccounting.enabled ? 'on' : 'OFF'} (${s.node.conntrackAccounting.detail})`);
+  if (s.node.conntrackTimeout) lines.push(`conntrack timeouts (ShortLived): ${s.node.conntrackTimeout.supported ? 'supported' : `DEGRADED: ${s.node.conntrackTimeout.detail}`}`);
   lines.push(`table: ${s.table}; devices: ${s.devices.length > 0 ? s.devices.join(', ') : '(none)'}`);
   const ls = s.lastSync;
   lines.push(`last sync: ${ls ? `${ls.at} ${ls.kind} ${ls.ok ? 'ok' : `FAILED: ${ls.error ?? ''}`} (${ls.durationMs} ms)` : 'none yet'}`);
   lines.push(`services (${s.services.length}):`);
   for (const svc of s.services) {
-    const off = svc.offloadedNow === undefined || svc.offloadedNow === null ? 'offloaded: unknown' : `offloaded now: ${svc.offloadedNow}`;
     const np = svc.nodePorts.length > 0 ? ` nodePorts ${svc.nodePorts.join(',')}` : '';
+    if (svc.hint === 'ShortLived') {
+      const n = svc.conntrackEntries === undefined || svc.conntrackEntries === null ? 'conntrack entries: unknown' : `conntrack entries now: ${svc.conntrackEntries}`;
+      lines.push(`  ${svc.service}  ${svc.addresses.join(',')}  ${svc.ports.join(',')}${np}  ShortLived: conntrack timeout ${svc.timeoutSeconds ?? '?'}s  ${n}`);
+      continue;
+    }
+    const off = svc.offloadedNow === undefined || svc.offloadedNow === null ? 'offloaded: unknown' : `offloaded now: ${svc.offloadedNow}`;
     lines.push(`  ${svc.service}  ${svc.addresses.join(',')}  ${svc.ports.join(',')}${np}  after ${svc.threshold} packets  ${off}`);
     for (const reason of ['ipvs', 'local-address'] as const) {
       const ports = (svc.notOffloaded ?? []).filter((b) => b.reason === reason);

@@ -3,6 +3,8 @@
  *
  * - `flowhint.dev/traffic-hint`: any case and surrounding whitespace -> the canonical value.
  * - `flowhint.dev/offload-after-packets`: whitespace trimmed, leading zeros dropped.
+ * - `flowhint.dev/conntrack-timeout`: whitespace dropped, unit lower-cased, leading zeros
+ *   dropped (`" 05S "` -> `"5s"`); the unit is never rewritten (`"120s"` stays).
  * - The mirror label `flowhint.dev/traffic-hint` is set to the canonical hint, and removed
  *   when the annotation is gone. Values defaulting cannot make canonical are left for
  *   validation to reject with a message.
@@ -12,7 +14,7 @@
  */
 import fjp from 'fast-json-patch';
 import type { Operation } from 'fast-json-patch';
-import { HINT_ANNOTATION, HINT_LABEL, THRESHOLD_ANNOTATION, canonicalHint } from './keys.ts';
+import { HINT_ANNOTATION, HINT_LABEL, THRESHOLD_ANNOTATION, TIMEOUT_ANNOTATION, canonicalHint, canonicalTimeout } from './keys.ts';
 import { HintMetadata, quoteValue, type StringMap } from './service.ts';
 
 export type DefaultingResult =
@@ -54,6 +56,11 @@ function defaultMaps(annotations: StringMap | undefined, labels: StringMap | und
   if (threshold !== undefined) {
     const t = canonicalThreshold(threshold);
     if (t !== threshold) nextAnnotations = { ...nextAnnotations, [THRESHOLD_ANNOTATION]: t };
+  }
+  const timeout = annotations?.[TIMEOUT_ANNOTATION];
+  if (timeout !== undefined) {
+    const t = canonicalTimeout(timeout);
+    if (t !== timeout) nextAnnotations = { ...nextAnnotations, [TIMEOUT_ANNOTATION]: t };
   }
   if (nextAnnotations !== annotations) out.annotations = nextAnnotations;
 

@@ -5,7 +5,7 @@
  * label: the label is written only by defaulting, so a Service without it was not admitted
  * through flowhint (the agent selects on it, and `flowhint backfill` writes it).
  */
-import { DEFAULT_THRESHOLD, HINTS, HINT_ANNOTATION, HINT_LABEL, THRESHOLD_ANNOTATION, isTrafficHint, type TrafficHint } from './keys.ts';
+import { DEFAULT_THRESHOLD, DEFAULT_TIMEOUT_SECONDS, HINT_ANNOTATION, HINT_LABEL, THRESHOLD_ANNOTATION, TIMEOUT_ANNOTATION, isTrafficHint, timeoutSeconds, type TrafficHint } from './keys.ts';
 import { Service, serviceKey } from './service.ts';
 import { validateService, type ValidationCode } from './validation.ts';
 
@@ -17,10 +17,12 @@ export interface EffectiveHint {
   readonly hint: TrafficHint;
   /** The Service's own threshold; `undefined` means the agent's `--offload-after-packets`. */
   readonly offloadAfterPackets: number | undefined;
+  /** ShortLived: the Service's own conntrack timeout in seconds; `undefined` means `--short-lived-timeout`. */
+  readonly conntrackTimeoutSeconds: number | undefined;
   readonly service: Service;
 }
 
-export type UnusableCode = ValidationCode | 'FH_NOT_HINTED' | 'FH_NOT_ADMITTED' | 'FH_NOT_OFFLOADED';
+export type UnusableCode = ValidationCode | 'FH_NOT_HINTED' | 'FH_NOT_ADMITTED';
 
 export type ReadResult =
   | { readonly usable: true; readonly hint: EffectiveHint }
@@ -50,10 +52,9 @@ export function readHint(object: unknown): ReadResult {
       reason: `label ${HINT_LABEL} is missing: the Service was not admitted by flowhint's webhook; run \`flowhint backfill\``,
     };
   }
-  if (!isTrafficHint(value) || !HINTS[value].offload) {
-    return { usable: false, key, code: 'FH_NOT_OFFLOADED', reason: `hint ${value} does not offload` };
-  }
+  if (!isTrafficHint(value)) return { usable: false, key, code: 'FH_HINT_UNSUPPORTED', reason: `unsupported hint ${value}` };
   const threshold = annotations[THRESHOLD_ANNOTATION];
+  const timeout = annotations[TIMEOUT_ANNOTATION];
   return {
     usable: true,
     hint: {
@@ -62,9 +63,15 @@ export function readHint(object: unknown): ReadResult {
       name: service.metadata.name ?? '',
       hint: value,
       offloadAfterPackets: threshold === undefined ? undefined : Number(threshold),
+      conntrackTimeoutSeconds: timeout === undefined ? undefined : timeoutSeconds(timeout),
       service,
     },
   };
+}
+
+/** The conntrack timeout the agent programs for a ShortLived hint, in seconds. */
+export function effectiveTimeout(hint: EffectiveHint, agentDefault: number = DEFAULT_TIMEOUT_SECONDS): number {
+  return hint.conntrackTimeoutSeconds ?? agentDefault;
 }
 
 /** The threshold the agent programs for a hint. */

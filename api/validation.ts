@@ -20,8 +20,12 @@ import {
   THRESHOLD_MAX,
   THRESHOLD_MIN,
   THRESHOLD_PATTERN,
+  TIMEOUT_ANNOTATION,
+  TIMEOUT_MAX_SECONDS,
+  TIMEOUT_MIN_SECONDS,
   canonicalHint,
   isTrafficHint,
+  timeoutSeconds,
 } from './keys.ts';
 import { Service, isOffloadable, portProtocol, quoteValue, type StringMap } from './service.ts';
 
@@ -33,6 +37,8 @@ export type ValidationCode =
   | 'FH_HINT_UNSUPPORTED'
   | 'FH_THRESHOLD_INVALID'
   | 'FH_THRESHOLD_WITHOUT_HINT'
+  | 'FH_TIMEOUT_INVALID'
+  | 'FH_TIMEOUT_WITHOUT_SHORTLIVED'
   | 'FH_NO_VIRTUAL_IP'
   | 'FH_LABEL_WITHOUT_HINT'
   | 'FH_LABEL_MISMATCH';
@@ -55,8 +61,31 @@ function owned(annotations: StringMap | null | undefined, labels: StringMap | nu
   return {
     hint: annotations?.[HINT_ANNOTATION],
     threshold: annotations?.[THRESHOLD_ANNOTATION],
+    timeout: annotations?.[TIMEOUT_ANNOTATION],
     label: labels?.[HINT_LABEL],
   };
+}
+
+function timeoutErrors(hint: string | undefined, timeout: string | undefined): FieldError[] {
+  if (timeout === undefined) return [];
+  const errors: FieldError[] = [];
+  if (hint === undefined || (isTrafficHint(hint) && !HINTS[hint].shortTimeout)) {
+    errors.push({
+      field: FIELD.timeout,
+      type: 'FieldValueForbidden',
+      code: 'FH_TIMEOUT_WITHOUT_SHORTLIVED',
+      message: `${TIMEOUT_ANNOTATION} is only meaningful with ${HINT_ANNOTATION}: ShortLived; ${hint === undefined ? 'add the hint' : `it does nothing for ${hint}`} or remove the timeout`,
+    });
+  }
+  if (timeoutSeconds(timeout) === undefined) {
+    errors.push({
+      field: FIELD.timeout,
+      type: 'FieldValueInvalid',
+      code: 'FH_TIMEOUT_INVALID',
+      message: `${TIMEOUT_ANNOTATION}: invalid value ${quoteValue(timeout)}; must be a whole number of seconds, minutes or hours ("5s", "2m") from ${TIMEOUT_MIN_SECONDS}s to ${TIMEOUT_MAX_SECONDS / 60}m`,
+    });
+  }
+  return errors;
 }
 
 function hintErrors(hint: string | undefined, threshold: string | undefined, label: string | undefined): FieldError[] {
@@ -158,9 +187,9 @@ function validateOne(object: unknown): ValidationResult {
     };
   }
   const meta = parsed.data.metadata;
-  const { hint, threshold, label } = owned(meta.annotations, meta.labels);
-  if (hint === undefined && threshold === undefined && label === undefined) return { errors: [], warnings: [] };
-  const errors = hintErrors(hint, threshold, label);
+  const { hint, threshold, timeout, label } = owned(meta.annotations, meta.labels);
+  if (hint === undefined && threshold === undefined && timeout === undefined && label === undefined) return { errors: [], warnings: [] };
+  const errors = [...hintErrors(hint, threshold, label), ...timeoutErrors(hint, timeout)];
   const warnings: string[] = [];
   if (hint !== undefined) {
     const more = applicability(parsed.data);
@@ -182,7 +211,7 @@ export function validateService(object: unknown, oldObject?: unknown): Validatio
   const now = ownedOf(object);
   const before = ownedOf(oldObject);
   const unchanged =
-    now !== undefined && before !== undefined && now.hint === before.hint && now.threshold === before.threshold && now.label === before.label;
+    now !== undefined && before !== undefined && now.hint === before.hint && now.threshold === before.threshold && now.timeout === before.timeout && now.label === before.label;
   if (!unchanged) return result;
   const oldCodes = new Set(validateOne(oldObject).errors.map((e) => `${e.field}|${e.code}`));
   const errors: FieldError[] = [];

@@ -1,4 +1,5 @@
 import t from 'tap';
+import { shortChainName } from '../../agent/short-lived.ts';
 import { buildDesired, diff, emptyState, isEmptyDelta, rulesFor, withNodeAddresses, withServices } from '../../agent/desired.ts';
 import { parseAddress, shortHash } from '../../agent/address.ts';
 import { entry } from '../helpers/agent.ts';
@@ -78,4 +79,42 @@ t.test('derived maps equal a rebuild from scratch after any sequence of updates'
   const fresh = buildDesired(s.services.values(), s.nodeAddresses);
   t.same([...s.chainOf].sort(), [...fresh.chainOf].sort());
   t.same([...s.chains].sort(), [...fresh.chains].sort());
+});
+
+t.test('ShortLived: elements per address, protocol and port, shared chains, never offloaded', async (t) => {
+  const node = [parseAddress('192.168.1.10')!];
+  const dns = entry({ name: 'dns', hint: 'ShortLived', clusterIPs: ['10.96.0.53'], ports: [{ port: 53, protocol: 'UDP', nodePort: 30053 }] });
+  const api = entry({ name: 'api', hint: 'ShortLived', timeout: '2m', clusterIPs: ['10.96.0.80'], ports: [{ port: 80 }] });
+  const s = buildDesired([dns, api], node);
+  // Expected, written out from the inputs: UDP 53 and NodePort 30053 at the 5 s default, TCP 80 at 120 s.
+  const udp5 = shortChainName('ip', 'udp', 5);
+  const tcp120 = shortChainName('ip', 'tcp', 120);
+  t.same(Object.fromEntries(s.shortOf), { 'ip 10.96.0.53|udp|53': udp5, 'ip 192.168.1.10|udp|30053': udp5, 'ip 10.96.0.80|tcp|80': tcp120 });
+  t.same(Object.fromEntries([...s.shortChains].map(([k, c]) => [k, `${c.proto}/${c.seconds}x${c.refs}`])), { [udp5]: 'udp/5x2', [tcp120]: 'tcp/120x1' });
+  t.equal(s.chainOf.size, 0, 'no offload elements for ShortLived Services');
+  t.equal(dns.timeout, 5);
+  t.equal(api.timeout, 120);
+});
+
+t.test('ShortLived: incremental updates equal a fresh build, and diff names only the change', async (t) => {
+  const node = [parseAddress('192.168.1.10')!];
+  const a = entry({ name: 'a', hint: 'ShortLived', clusterIPs: ['10.96.0.1'], ports: [{ port: 53, protocol: 'UDP', nodePort: 30053 }] });
+  const b = entry({ name: 'b', hint: 'ShortLived', clusterIPs: ['10.96.0.2'], ports: [{ port: 53, protocol: 'UDP' }] });
+  const bLong = entry({ name: 'b', clusterIPs: ['10.96.0.2'], ports: [{ port: 53, protocol: 'UDP' }] });
+  const before = buildDesired([a, b], node);
+  const after = withServices(before, new Map([[bLong.id, bLong]]));
+  const fresh = buildDesired([a, bLong], node);
+  for (const k of ['shortOf', 'shortChains', 'chainOf', 'chains'] as const) t.same(Object.fromEntries(after[k]), Object.fromEntries(fresh[k]), `${k} as a fresh build`);
+  const d = diff(before, after, [bLong.id]);
+  t.same(d.removeShortElements, ['ip 10.96.0.2|udp|53'], 'b leaves the timeout map');
+  t.same(d.addElements.map((e) => e.address.addr), ['10.96.0.2'], 'and joins the offload map');
+  t.same(d.removeShortChains, [], 'the UDP 5 s chain is still used by a');
+  const moved = withNodeAddresses(after, [parseAddress('192.168.1.11')!]);
+  t.same([...moved.shortOf.keys()].sort(), ['ip 10.96.0.1|udp|53', 'ip 192.168.1.11|udp|30053'], 'NodePort elements follow the node address');
+  const dm = diff(after, moved, []);
+  t.same([dm.removeShortElements, dm.addShortElements.map((e) => e.key)], [['ip 192.168.1.10|udp|30053'], ['ip 192.168.1.11|udp|30053']]);
+  const gone = withServices(moved, new Map([[a.id, undefined]]));
+  const dg = diff(moved, gone, [a.id]);
+  t.same(dg.removeShortChains, [shortChainName('ip', 'udp', 5)], 'the last user gone: its chain goes');
+  t.equal(gone.shortOf.size, 0);
 });

@@ -186,3 +186,47 @@ t.test('a refused Service is reported once per refusal: again after it is fixed 
   t.same(agent.statusDoc().invalid.map((i) => `${i.service}:${i.code}`), ['demo/a:FH_HINT_UNSUPPORTED']);
   await agent.stop();
 });
+
+t.test('ShortLived: timeout objects and elements in the real kernel; switched to LongLived and back; no false drift', async (t) => {
+  const { ns, dir, make } = setup(t);
+  const short = (timeout = '') => yaml('dns', '10.96.0.53').replace('traffic-hint: LongLived', `traffic-hint: ShortLived${timeout}`);
+  writeFileSync(join(dir, 'dns.yaml'), short());
+  const { agent, source } = make();
+  await agent.prepare();
+  t.equal(agent.ctTimeoutSupported, true, 'this kernel has ct timeout objects');
+  t.ok((await agent.sync()).ok);
+  let text = list(ns);
+  // Expected from the manifest: TCP 80 and UDP 53 on the ClusterIP, UDP NodePort 30053 on the node address, 5 s.
+  t.match(text, /ct timeout c4_[0-9a-f]{16} \{\s+protocol udp\s+l3proto ip\s+policy = \{ unreplied : 5, replied : 5 \}/);
+  t.match(text, /ct timeout c4_[0-9a-f]{16} \{\s+protocol tcp\s+l3proto ip\s+policy = \{ fin_wait : 5, close_wait : 5, last_ack : 5, time_wait : 5, close : 5 \}/);
+  t.notMatch(text, /established/.source.replace('established', 'established :'), 'never the established state');
+  t.match(text, /10\.96\.0\.53 \. tcp \. 80 : goto s4_/);
+  t.match(text, /10\.96\.0\.53 \. udp \. 53 : goto s4_/);
+  t.match(text, /192\.0\.2\.1 \. udp \. 30053 : goto s4_/);
+  t.notMatch(text, /10\.96\.0\.53 : goto v4_/, 'not offloaded');
+  t.match(agent.statusDoc().services[0], { service: 'demo/dns', hint: 'ShortLived', timeoutSeconds: 5 });
+
+  writeFileSync(join(dir, 'dns.yaml'), yaml('dns', '10.96.0.53'));
+  await source.rescan();
+  const toLong = await agent.sync();
+  t.equal(toLong.kind, 'partial');
+  text = list(ns);
+  t.match(text, /10\.96\.0\.53 : goto v4_/, 'LongLived: offloaded');
+  t.notMatch(text, /ct timeout c4_|10\.96\.0\.53 \. /, 'and its timeout objects and elements are gone');
+
+  writeFileSync(join(dir, 'dns.yaml'), short(', flowhint.dev/conntrack-timeout: "2m"'));
+  await source.rescan();
+  t.ok((await agent.sync()).ok);
+  text = list(ns);
+  // nft lists only the values that differ from the kernel's defaults (UDP replied and TCP
+  // fin_wait/time_wait are 120 s by default), so 2m shows as these.
+  t.match(text, /policy = \{ unreplied : 120 \}/, 'back to ShortLived, with its own 2m (UDP)');
+  t.match(text, /policy = \{ close_wait : 120, last_ack : 120, close : 120 \}/, 'and TCP');
+  t.notMatch(text, /10\.96\.0\.53 : goto v4_/);
+
+  (agent as unknown as { needFull: boolean }).needFull = true;
+  const full = await agent.sync();
+  t.equal(full.drift, false, 'a full resync over the partial syncs finds no drift');
+  t.equal(list(ns), text, 'and changes nothing');
+  await agent.stop();
+});

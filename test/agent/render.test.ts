@@ -17,6 +17,15 @@ const cases: Array<[string, Parameters<typeof entry>[0][], RenderOptions]> = [
   ['thresholds.nft', [{ name: 'a', clusterIPs: ['10.96.0.1'], threshold: '0' }, { name: 'b', clusterIPs: ['10.96.0.2'], threshold: '1000000' }, { name: 'c', clusterIPs: ['10.96.0.3'] }], on],
   ['shared-address.nft', [{ name: 'x', clusterIPs: ['10.96.0.5'], externalIPs: ['192.0.2.50'], ports: [{ port: 80 }] }, { name: 'y', clusterIPs: ['10.96.0.6'], externalIPs: ['192.0.2.50'], ports: [{ port: 443 }] }], on],
   ['empty.nft', [], on],
+  [
+    'short-lived.nft',
+    [
+      { name: 'dns', hint: 'ShortLived', clusterIPs: ['10.96.0.53', 'fd00:96::53'], ports: [{ port: 53, protocol: 'UDP', nodePort: 30053 }, { port: 53, protocol: 'TCP' }] },
+      { name: 'api', hint: 'ShortLived', timeout: '2m', clusterIPs: ['10.96.0.80'], ports: [{ port: 80 }] },
+      { name: 'video', clusterIPs: ['10.96.0.10'], ports: [{ port: 1935 }] },
+    ],
+    on,
+  ],
   ['degraded.nft', [{ name: 'web', namespace: 'shop', ports: [{ port: 80, nodePort: 30080 }] }], degraded],
 ];
 

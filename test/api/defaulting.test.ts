@@ -1,7 +1,7 @@
 import t from 'tap';
 import fjp from 'fast-json-patch';
 import { applyDefaults, canonicalThreshold, validateService } from '../../api/index.ts';
-import { HINT, THRESHOLD, completeService, placeholderService } from '../helpers/services.ts';
+import { HINT, THRESHOLD, TIMEOUT, completeService, placeholderService } from '../helpers/services.ts';
 
 const base = { 'example.com/owner': 'team-a' };
 
@@ -22,6 +22,11 @@ t.test('canonical forms (table)', async (t) => {
     ['threshold leading zeros', { [HINT]: 'LongLived', [THRESHOLD]: '0042' }, {}, { [HINT]: 'LongLived', [THRESHOLD]: '42' }, { [HINT]: 'LongLived' }],
     ['threshold zero stays', { [HINT]: 'LongLived', [THRESHOLD]: '000' }, {}, { [HINT]: 'LongLived', [THRESHOLD]: '0' }, { [HINT]: 'LongLived' }],
     ['non-numeric threshold only trimmed', { [HINT]: 'LongLived', [THRESHOLD]: ' ten ' }, {}, { [HINT]: 'LongLived', [THRESHOLD]: 'ten' }, { [HINT]: 'LongLived' }],
+    ['ShortLived canonicalized like LongLived', { [HINT]: ' shortLIVED ' }, {}, { [HINT]: 'ShortLived' }, { [HINT]: 'ShortLived' }],
+    ['timeout: whitespace, unit case, leading zeros', { [HINT]: 'ShortLived', [TIMEOUT]: ' 05S ' }, {}, { [HINT]: 'ShortLived', [TIMEOUT]: '5s' }, { [HINT]: 'ShortLived' }],
+    ['timeout: the unit is kept (120s stays 120s)', { [HINT]: 'ShortLived', [TIMEOUT]: '120s' }, {}, { [HINT]: 'ShortLived', [TIMEOUT]: '120s' }, { [HINT]: 'ShortLived' }],
+    ['timeout: minutes lower-cased', { [HINT]: 'ShortLived', [TIMEOUT]: '2M' }, {}, { [HINT]: 'ShortLived', [TIMEOUT]: '2m' }, { [HINT]: 'ShortLived' }],
+    ['timeout: not a duration, only trimmed', { [HINT]: 'ShortLived', [TIMEOUT]: ' soon ' }, {}, { [HINT]: 'ShortLived', [TIMEOUT]: 'soon' }, { [HINT]: 'ShortLived' }],
     ['unknown hint left for validation, label untouched', { [HINT]: 'Bogus' }, {}, { [HINT]: 'Bogus' }, {}],
     ['hint removed: label removed', {}, { [HINT]: 'LongLived' }, {}, {}],
     ['stale label corrected', { [HINT]: 'LongLived' }, { [HINT]: 'Other' }, { [HINT]: 'LongLived' }, { [HINT]: 'LongLived' }],

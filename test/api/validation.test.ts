@@ -1,18 +1,31 @@
 import t from 'tap';
 import { HINT_VALUES, validateService } from '../../api/index.ts';
-import { HINT, THRESHOLD, completeService, hinted } from '../helpers/services.ts';
+import { HINT, THRESHOLD, TIMEOUT, completeService, hinted } from '../helpers/services.ts';
 
 t.test('valid hinted and unhinted Services', async (t) => {
   t.same(validateService(hinted()), { errors: [], warnings: [] }, 'hint + mirror label');
   t.same(validateService(hinted('LongLived', { [THRESHOLD]: '0' })).errors, [], 'threshold 0');
   t.same(validateService(hinted('LongLived', { [THRESHOLD]: '1000000' })).errors, [], 'threshold max');
   t.same(validateService(completeService()), { errors: [], warnings: [] }, 'unhinted');
+  t.same(validateService(hinted('ShortLived')), { errors: [], warnings: [] }, 'ShortLived without a timeout (the agent default)');
+  for (const d of ['1s', '5s', '120s', '600s', '2m', '10m']) t.same(validateService(hinted('ShortLived', { [TIMEOUT]: d })).errors, [], `ShortLived, conntrack-timeout ${d}`);
   t.same(validateService(completeService({ annotations: undefined, labels: undefined })).errors, [], 'no maps');
 });
 
 t.test('every invalid value, with field, code and message (table)', async (t) => {
   const cases: Array<{ name: string; svc: Record<string, any>; field: string; code: string; message: RegExp }> = [
-    { name: 'unknown value', svc: hinted('Bogus', {}, 'Bogus'), field: `metadata.annotations[${HINT}]`, code: 'FH_HINT_UNSUPPORTED', message: /flowhint\.dev\/traffic-hint: unsupported value "Bogus"; supported values: "LongLived"$/ },
+    { name: 'unknown value', svc: hinted('Bogus', {}, 'Bogus'), field: `metadata.annotations[${HINT}]`, code: 'FH_HINT_UNSUPPORTED', message: /flowhint\.dev\/traffic-hint: unsupported value "Bogus"; supported values: "LongLived", "ShortLived"$/ },
+    { name: 'non-canonical ShortLived', svc: hinted('shortlived', {}, 'shortlived'), field: `metadata.annotations[${HINT}]`, code: 'FH_HINT_UNSUPPORTED', message: /write "ShortLived"/ },
+    { name: 'threshold with ShortLived', svc: hinted('ShortLived', { [THRESHOLD]: '10' }), field: `metadata.annotations[${THRESHOLD}]`, code: 'FH_THRESHOLD_WITHOUT_HINT', message: /offload-after-packets is not meaningful with flowhint\.dev\/traffic-hint: ShortLived; remove the threshold/ },
+    { name: 'timeout without hint', svc: completeService({ annotations: { [TIMEOUT]: '5s' } }), field: `metadata.annotations[${TIMEOUT}]`, code: 'FH_TIMEOUT_WITHOUT_SHORTLIVED', message: /conntrack-timeout is only meaningful with flowhint\.dev\/traffic-hint: ShortLived; add the hint or remove the timeout/ },
+    { name: 'timeout with LongLived', svc: hinted('LongLived', { [TIMEOUT]: '5s' }), field: `metadata.annotations[${TIMEOUT}]`, code: 'FH_TIMEOUT_WITHOUT_SHORTLIVED', message: /it does nothing for LongLived/ },
+    ...['0s', '601s', '11m', '1h', '5', '5S', ' 5s', '05s', '5ms', '1.5s', '-5s', '', 'P5S'].map((d) => ({
+      name: `timeout ${JSON.stringify(d)}`,
+      svc: hinted('ShortLived', { [TIMEOUT]: d }),
+      field: `metadata.annotations[${TIMEOUT}]`,
+      code: 'FH_TIMEOUT_INVALID',
+      message: new RegExp(`^flowhint\\.dev/conntrack-timeout: invalid value ${JSON.stringify(d).replace(/[.*+?^$()|[\]\\]/g, '\\$&')}; must be a whole number of seconds, minutes or hours \\("5s", "2m"\\) from 1s to 10m$`),
+    })),
     { name: 'empty value', svc: hinted('', {}, null), field: `metadata.annotations[${HINT}]`, code: 'FH_HINT_UNSUPPORTED', message: /unsupported value ""/ },
     { name: 'non-canonical case', svc: hinted('longlived', {}, 'longlived'), field: `metadata.annotations[${HINT}]`, code: 'FH_HINT_UNSUPPORTED', message: /write "LongLived"/ },
     { name: 'threshold negative', svc: hinted('LongLived', { [THRESHOLD]: '-1' }), field: `metadata.annotations[${THRESHOLD}]`, code: 'FH_THRESHOLD_INVALID', message: /invalid value "-1"; must be a decimal integer from 0 to 1000000/ },
@@ -86,6 +99,17 @@ t.test('UPDATE ratchets errors the stored object already had, on unchanged hint 
   t.equal(validateService(ext, hinted()).errors.length, 1, 'turning a hinted Service into ExternalName is rejected');
 });
 
+t.test('UPDATE ratchets conntrack-timeout as it does the other keys', async (t) => {
+  const old = hinted('ShortLived', { [TIMEOUT]: '1h' });
+  const updated = structuredClone(old);
+  updated.spec.selector = { app: 'web-v2' };
+  const r = validateService(updated, old);
+  t.same(r.errors, [], 'an unchanged bad timeout does not block an unrelated update');
+  t.match(r.warnings, [/existing invalid hint kept and not offloaded \(FH_TIMEOUT_INVALID\)/]);
+  t.same(validateService(hinted('ShortLived', { [TIMEOUT]: '2h' }), old).errors.map((e) => e.code), ['FH_TIMEOUT_INVALID'], 'changing it to another bad value is rejected');
+  t.same(validateService(hinted('ShortLived', { [TIMEOUT]: '1h' }), hinted('ShortLived', { [TIMEOUT]: '5s' })).errors.map((e) => e.code), ['FH_TIMEOUT_INVALID'], 'making a good timeout bad is rejected');
+});
+
 t.test('the value set is the extensible enum', async (t) => {
-  t.same([...HINT_VALUES], ['LongLived']);
+  t.same([...HINT_VALUES], ['LongLived', 'ShortLived']);
 });

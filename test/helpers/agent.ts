@@ -12,16 +12,21 @@ export interface SvcSpec {
   ports?: Array<{ port: number; protocol?: string; nodePort?: number }>;
   threshold?: string;
   type?: string;
+  /** The hint (default LongLived), and ShortLived's conntrack-timeout. */
+  hint?: string;
+  timeout?: string;
 }
 
 /** An admitted (defaulted) hinted Service object. */
 export function svc(s: SvcSpec): Record<string, unknown> {
-  const annotations: Record<string, string> = { 'flowhint.dev/traffic-hint': 'LongLived' };
+  const hint = s.hint ?? 'LongLived';
+  const annotations: Record<string, string> = { 'flowhint.dev/traffic-hint': hint };
   if (s.threshold !== undefined) annotations['flowhint.dev/offload-after-packets'] = s.threshold;
+  if (s.timeout !== undefined) annotations['flowhint.dev/conntrack-timeout'] = s.timeout;
   return {
     apiVersion: 'v1',
     kind: 'Service',
-    metadata: { name: s.name, namespace: s.namespace ?? 'default', annotations, labels: { 'flowhint.dev/traffic-hint': 'LongLived' }, resourceVersion: '1' },
+    metadata: { name: s.name, namespace: s.namespace ?? 'default', annotations, labels: { 'flowhint.dev/traffic-hint': hint }, resourceVersion: '1' },
     spec: {
       type: s.type ?? 'ClusterIP',
       clusterIP: s.clusterIPs?.[0] ?? '10.96.0.10',

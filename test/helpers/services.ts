@@ -72,6 +72,7 @@ export function completeService(o: ServiceOptions = {}): Record<string, any> {
 
 export const HINT = 'flowhint.dev/traffic-hint';
 export const THRESHOLD = 'flowhint.dev/offload-after-packets';
+export const TIMEOUT = 'flowhint.dev/conntrack-timeout';
 
 export function hinted(value = 'LongLived', more: Record<string, string> = {}, label: string | null = value): Record<string, any> {
   return completeService({

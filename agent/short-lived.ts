@@ -1,0 +1,164 @@
+/**
+ * The `ShortLived` part of the desired state (pure): which new connections get a short
+ * conntrack timeout policy, and which.
+ *
+ * A ShortLived Service contributes one element per (address, protocol, port): each of its
+ * Service addresses with each port, and each node address with each NodePort. An element
+ * points at the chain for (family, protocol, seconds), which sets the shared `ct timeout`
+ * object of the same key; chains and objects are named by a hash of that key, so a cluster
+ * needs one per distinct timeout, not one per Service.
+ *
+ * What the timeout means (README "ShortLived"):
+ * - UDP: both the unreplied and the replied timeout;
+ * - TCP: only the closing states (fin_wait, close_wait, last_ack, time_wait, close). Never
+ *   `established`: an idle open connection keeps its entry (losing it would re-balance its
+ *   next packet to another endpoint).
+ *
+ * Like the offload chains (desired.ts), everything is updated for the elements a change
+ * touches only, so a sync costs O(change).
+ */
+import { addressKey, shortHash, type Address } from './address.ts';
+import { PMap } from './pmap.ts';
+
+export type Proto = 'tcp' | 'udp';
+
+export interface ShortChain {
+  readonly family: Address['family'];
+  readonly proto: Proto;
+  readonly seconds: number;
+  /** How many elements jump to this chain. */
+  readonly refs: number;
+}
+
+/** What of a ServiceEntry this needs (desired.ts's ServiceEntry has these fields). */
+export interface ShortSource {
+  readonly id: string;
+  readonly vips: readonly Address[];
+  readonly ports: readonly { proto: Proto; port: number }[];
+  readonly nodePorts: readonly { proto: Proto; port: number }[];
+  /** Present only for ShortLived entries. */
+  readonly timeout?: number | undefined;
+}
+
+export interface ShortState {
+  /** element key (`family addr|proto|port`) -> ids of the ShortLived Services that target it. */
+  readonly shortBy: PMap<string, ReadonlySet<string>>;
+  /** element key -> its chain. Derived. */
+  readonly shortOf: PMap<string, string>;
+  /** chain name -> its key and reference count. Derived. */
+  readonly shortChains: PMap<string, ShortChain>;
+}
+
+export function emptyShort(): ShortState {
+  return { shortBy: PMap.of(), shortOf: PMap.of(), shortChains: PMap.of() };
+}
+
+export function elementKey(a: Address, proto: Proto, port: number): string {
+  return `${addressKey(a)}|${proto}|${port}`;
+}
+
+export function parseElementKey(key: string): { address: Address; proto: Proto; port: number } {
+  const [addr, proto, port] = key.split('|') as [string, Proto, string];
+  const [family, text] = addr.split(' ') as [Address['family'], string];
+  return { address: { family, addr: text }, proto, port: Number(port) };
+}
+
+/** The elements a ShortLived entry targets with these node addresses (none for other hints). */
+export function shortElements(e: ShortSource | undefined, nodeAddresses: readonly Address[]): string[] {
+  if (!e || e.timeout === undefined) return [];
+  const out: string[] = [];
+  for (const v of e.vips) for (const p of e.ports) out.push(elementKey(v, p.proto, p.port));
+  for (const n of nodeAddresses) for (const p of e.nodePorts) out.push(elementKey(n, p.proto, p.port));
+  return out;
+}
+
+/** `s4_`/`s6_` + a hash of (family, protocol, seconds); the ct timeout object is `c4_`/`c6_` + the same hash. */
+export function shortChainName(family: Address['family'], proto: Proto, seconds: number): string {
+  return `s${family === 'ip' ? '4' : '6'}_${shortHash(`${family}|${proto}|${seconds}`)}`;
+}
+
+export function timeoutObjectName(chain: string): string {
+  return `c${chain.slice(1)}`;
+}
+
+/**
+ * Re-derive shortOf/shortChains for the touched element keys. Several Services on one
+ * element (possible only in manifests the API server would refuse) get the shortest timeout.
+ */
+export function relinkShort(
+  st: ShortState,
+  byUpdates: ReadonlyMap<string, ReadonlySet<string> | undefined>,
+  timeoutOf: (id: string) => number | undefined,
+): ShortState {
+  const shortBy = st.shortBy.with(byUpdates);
+  const of = new Map<string, string | undefined>();
+  const chains = new Map<string, ShortChain | undefined>();
+  const chainGet = (name: string) => (chains.has(name) ? chains.get(name) : st.shortChains.get(name));
+  for (const key of byUpdates.keys()) {
+    const old = st.shortOf.get(key);
+    const { address, proto } = parseElementKey(key);
+    const seconds = Math.min(...[...(shortBy.get(key) ?? [])].map((id) => timeoutOf(id) ?? Infinity));
+    const name = Number.isFinite(seconds) ? shortChainName(address.family, proto, seconds) : undefined;
+    if (old === name) continue;
+    if (old !== undefined) {
+      const c = chainGet(old)!;
+      chains.set(old, c.refs <= 1 ? undefined : { ...c, refs: c.refs - 1 });
+    }
+    if (name !== undefined) {
+      const c = chainGet(name);
+      chains.set(name, c ? { ...c, refs: c.refs + 1 } : { family: address.family, proto, seconds, refs: 1 });
+    }
+    of.set(key, name);
+  }
+  return { shortBy, shortOf: st.shortOf.with(of), shortChains: st.shortChains.with(chains) };
+}
+
+/** shortBy updates for moving `id` from the `before` elements to the `after` elements. */
+export function moveElements(st: ShortState, pending: Map<string, Set<string>>, id: string, before: readonly string[], after: readonly string[]): void {
+  const setFor = (k: string) => {
+    let s = pending.get(k);
+    if (!s) {
+      s = new Set(st.shortBy.get(k) ?? []);
+      pending.set(k, s);
+    }
+    return s;
+  };
+  for (const k of before) setFor(k).delete(id);
+  for (const k of after) setFor(k).add(id);
+}
+
+export function asUpdates(pending: Map<string, Set<string>>): Map<string, ReadonlySet<string> | undefined> {
+  return new Map([...pending].map(([k, s]) => [k, s.size === 0 ? undefined : s] as const));
+}
+
+export interface ShortDelta {
+  readonly addShortChains: Array<{ name: string; spec: ShortChain }>;
+  readonly removeShortElements: string[];
+  readonly addShortElements: Array<{ key: string; chain: string }>;
+  readonly removeShortChains: string[];
+}
+
+/** What changes between two ShortStates on these element keys. */
+export function diffShort(prev: ShortState, next: ShortState, keys: Iterable<string>): ShortDelta {
+  const removeShortElements: string[] = [];
+  const addShortElements: Array<{ key: string; chain: string }> = [];
+  const seen = new Set<string>();
+  for (const key of [...new Set(keys)].sort()) {
+    const a = prev.shortOf.get(key);
+    const b = next.shortOf.get(key);
+    if (a) seen.add(a);
+    if (b) seen.add(b);
+    if (a === b) continue;
+    if (a) removeShortElements.push(key);
+    if (b) addShortElements.push({ key, chain: b });
+  }
+  const addShortChains: Array<{ name: string; spec: ShortChain }> = [];
+  const removeShortChains: string[] = [];
+  for (const name of [...seen].sort()) {
+    const before = prev.shortChains.has(name);
+    const after = next.shortChains.get(name);
+    if (!before && after) addShortChains.push({ name, spec: after });
+    if (before && !after) removeShortChains.push(name);
+  }
+  return { addShortChains, removeShortElements, addShortElements, removeShortChains };
+}

@@ -74,7 +74,7 @@ function timeoutErrors(hint: string | undefined, timeout: string | undefined): F
       field: FIELD.timeout,
       type: 'FieldValueForbidden',
       code: 'FH_TIMEOUT_WITHOUT_SHORTLIVED',
-      message: `${TIMEOUT_ANNOTATION} is only meaningful with ${HINT_ANNOTATION}: ShortLived; ${hint === undefined ? 'add the hint' : `it does nothing for ${hint}`} or remove the timeout`,
+      message: `${TIMEOUT_ANNOTATION} is only meaningful with ${HINT_ANNOTATION}: ShortLived; ${hint === undefined ? 'add the hint or remove the timeout' : `it does nothing for ${quoteValue(hint, 30)}: remove the timeout`}`,
     });
   }
   if (timeoutSeconds(timeout) === undefined) {

@@ -17,6 +17,10 @@ for (const mode of ['netns', 'dry-run'] as const) {
     t.match(r.out, /PATCHED   storage\/backup .*\n\s+patch: .*"value":"LongLived"/);
     t.match(r.out, /PATCHED   shop\/spoof .*\n\s+patch: \[\{"op":"remove","path":"\/metadata\/labels\/flowhint.dev~1traffic-hint"\}\]/);
     t.match(r.out, /warning: flowhint: SCTP port\(s\) 2905 are not offloaded/);
+    t.match(r.out, /PATCHED   infra\/resolver .*\n\s+patch: .*"value":"5s".*"value":"ShortLived"/);
+    t.match(r.out, /REJECTED  shop\/batch .*\n\s+.*conntrack-timeout: invalid value "1h"; must be a whole number of seconds, minutes or hours/);
+    t.match(r.out, /10\.96\.10\.53 \. udp \. 53 : goto s4_[0-9a-f]{16}/, 'the ShortLived Service in the timeout map');
+    t.notMatch(r.out, /10\.96\.10\.53 : goto/, 'and not offloaded');
     for (const ip of ['10.96.10.10', '10.96.10.30', '10.96.10.40', '10.96.10.90', 'fd00:96::30']) t.match(r.out, new RegExp(`${ip.replace(/\./g, '\\.')} : goto v[46]_`), `${ip} programmed`);
     for (const ip of ['10.96.10.20', '10.96.10.50', '10.96.10.60', '10.96.10.80']) t.notMatch(r.out, new RegExp(`${ip.replace(/\./g, '\\.')} : goto`), `${ip} not programmed`);
     if (mode === 'netns') {
@@ -24,6 +28,7 @@ for (const mode of ['netns', 'dry-run'] as const) {
       t.match(r.out, /node: degraded: kernel has no flowtable support|node: supported/);
       t.match(r.out, /media\/video\s+10\.96\.10\.10\s+tcp\/1935\s+after 20 packets/);
       t.match(r.out, /infra\/dns-over-tcp .* after 1000 packets/);
+      t.match(r.out, /infra\/resolver\s+10\.96\.10\.53\s+tcp\/53,udp\/53\s+ShortLived: conntrack timeout 5s/);
     } else {
       t.match(r.out, /dry run/);
       t.match(r.out, /flow add @fastpath/);

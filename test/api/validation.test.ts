@@ -18,7 +18,7 @@ t.test('every invalid value, with field, code and message (table)', async (t) =>
     { name: 'non-canonical ShortLived', svc: hinted('shortlived', {}, 'shortlived'), field: `metadata.annotations[${HINT}]`, code: 'FH_HINT_UNSUPPORTED', message: /write "ShortLived"/ },
     { name: 'threshold with ShortLived', svc: hinted('ShortLived', { [THRESHOLD]: '10' }), field: `metadata.annotations[${THRESHOLD}]`, code: 'FH_THRESHOLD_WITHOUT_HINT', message: /offload-after-packets is not meaningful with flowhint\.dev\/traffic-hint: ShortLived; remove the threshold/ },
     { name: 'timeout without hint', svc: completeService({ annotations: { [TIMEOUT]: '5s' } }), field: `metadata.annotations[${TIMEOUT}]`, code: 'FH_TIMEOUT_WITHOUT_SHORTLIVED', message: /conntrack-timeout is only meaningful with flowhint\.dev\/traffic-hint: ShortLived; add the hint or remove the timeout/ },
-    { name: 'timeout with LongLived', svc: hinted('LongLived', { [TIMEOUT]: '5s' }), field: `metadata.annotations[${TIMEOUT}]`, code: 'FH_TIMEOUT_WITHOUT_SHORTLIVED', message: /it does nothing for LongLived/ },
+    { name: 'timeout with LongLived', svc: hinted('LongLived', { [TIMEOUT]: '5s' }), field: `metadata.annotations[${TIMEOUT}]`, code: 'FH_TIMEOUT_WITHOUT_SHORTLIVED', message: /it does nothing for "LongLived": remove the timeout$/ },
     ...['0s', '601s', '11m', '1h', '5', '5S', ' 5s', '05s', '5ms', '1.5s', '-5s', '', 'P5S'].map((d) => ({
       name: `timeout ${JSON.stringify(d)}`,
       svc: hinted('ShortLived', { [TIMEOUT]: d }),

@@ -49,6 +49,33 @@ done
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 declare -A M
 for m in $MODES; do M[$m]=$(echo "${R[$m]}" | median); echo "$m: median $(awk -v b="${M[$m]}" 'BEGIN { printf "%.0f", b / 1e6 }') Mbit/s over $REPS x ${SECS}s"; done
+
+# ShortLived: peak conntrack entries under DNS-like load. RATE exchanges a second for USECS
+# seconds to one Service, each from a new source port; the node's entry count (conntrack -C)
+# sampled every 0.5 s. Unhinted (flowhint present, the Service not hinted) against ShortLived
+# with the default 5 s, interleaved. The kernel keeps such a UDP entry 30 s.
+RATE=${BENCH_UDP_RATE:-500}; USECS=${BENCH_UDP_SECS:-20}; UROUNDS=${BENCH_UDP_ROUNDS:-2}
+peak() {
+  reset
+  if [ "$1" = shortlived ]; then write_service $DIR svc-b 10.96.0.20 'flowhint.dev/traffic-hint: ShortLived'
+  else write_service $DIR svc-b 10.96.0.20 ''; write_service $DIR svc-t 10.96.0.30 'flowhint.dev/traffic-hint: ShortLived'; fi
+  agent_once
+  ip netns exec $NODE conntrack -F 2>/dev/null
+  ip netns exec $CLIENT node test/kernel/traffic.ts udp-rate 10.96.0.20 53 $RATE $USECS > /tmp/udp-rate.log 2>&1 & local P=$! max=0 c
+  while kill -0 $P 2>/dev/null; do
+    c=$(ip netns exec $NODE conntrack -C 2>/dev/null || echo 0)
+    [ "$c" -gt "$max" ] && max=$c
+    sleep 0.5
+  done
+  wait $P
+  echo "# $1: peak $max entries; $(cat /tmp/udp-rate.log)" >&2
+  echo $max
+}
+declare -A PK
+for rep in $(seq $UROUNDS); do
+  for m in unhinted shortlived; do PK[$m]="${PK[$m]:-} $(peak $m)"; done
+done
+for m in unhinted shortlived; do PK[$m]=$(echo "${PK[$m]}" | median); echo "conntrack peak, $m: median $(printf %.0f "${PK[$m]}") entries over $UROUNDS x ${USECS}s at $RATE/s"; done
 reset
-awk -v h="${M[hinted]}" -v w="${M[handwritten]}" -v u="${M[unhinted]}" -v n="${M[none]}" \
-  'BEGIN { printf "{\"hinted_vs_handwritten\": %.3f, \"unhinted_vs_none\": %.3f, \"hinted_vs_none\": %.3f}\n", h / w, u / n, h / n }'
+awk -v h="${M[hinted]}" -v w="${M[handwritten]}" -v u="${M[unhinted]}" -v n="${M[none]}" -v ps="${PK[shortlived]}" -v pu="${PK[unhinted]}" \
+  'BEGIN { printf "{\"hinted_vs_handwritten\": %.3f, \"unhinted_vs_none\": %.3f, \"hinted_vs_none\": %.3f, \"conntrack_peak_shortlived_vs_unhinted\": %.3f}\n", h / w, u / n, h / n, (pu > 0 ? ps / pu : 0) }'

@@ -155,6 +155,9 @@ check "vanished device: the flowtable has the others, not it" bash -c "ip netns 
 # --- kube-proxy IPVS mode beside a hinted Service (test/kernel/ipvs.sh) -----------------
 . test/kernel/ipvs.sh
 
+# --- ShortLived: per-Service conntrack timeouts (test/kernel/short-lived.sh) -------------
+. test/kernel/short-lived.sh
+
 check "cleanup deletes the table" nsx $NODE $FH cleanup
 check "no table after cleanup" bash -c "! ip netns exec $NODE nft list table inet flowhint 2>/dev/null"
 

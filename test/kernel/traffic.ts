@@ -9,6 +9,9 @@
  *                                                    random bytes and must get exactly them back
  *   node traffic.ts udp-check HOST PORT N            N datagrams on one socket, each with its own
  *                                                    payload, each answered with it within 2 s
+ *   node traffic.ts udp-rate HOST PORT RATE SECS     RATE exchanges a second for SECS seconds, each
+ *                                                    from a new socket (a new source port), as DNS
+ *                                                    clients do; prints sent and answered
  * The two checks exit 0 only if every byte came back whole, and print one line saying what arrived.
  * Each round trip is one small write answered by its echo, so it is at least two packets.
  */
@@ -115,7 +118,42 @@ if (mode === 'server') {
   u.close();
   console.log(`udp-check ${host}:${port}: ${whole}/${n} datagrams answered whole`);
   process.exit(whole === n ? 0 : 1);
+} else if (mode === 'udp-rate') {
+  const [host, port, rate, secs] = [a!, Number(b), Number(c), Number(d)];
+  const family = host.includes(':') ? 'udp6' : 'udp4';
+  let sent = 0;
+  let answered = 0;
+  const started = Date.now();
+  const pending = new Set<ReturnType<typeof createSocket>>();
+  const one = () => {
+    const u = createSocket({ type: family });
+    pending.add(u);
+    const done = () => {
+      pending.delete(u);
+      u.close();
+    };
+    const timer = setTimeout(done, 2_000);
+    u.on('message', () => {
+      answered += 1;
+      clearTimeout(timer);
+      done();
+    });
+    u.on('error', () => {
+      clearTimeout(timer);
+      done();
+    });
+    u.send(`q${sent}`, port, host);
+    sent += 1;
+  };
+  // Paced by the clock, so a slow tick catches up: exactly RATE x SECS exchanges.
+  while (Date.now() - started < secs * 1000) {
+    const due = Math.min(rate * secs, Math.floor(((Date.now() - started) / 1000) * rate));
+    while (sent < due) one();
+    await sleep(10);
+  }
+  while (pending.size > 0) await sleep(50);
+  console.log(`udp-rate ${host}:${port}: ${sent} sent, ${answered} answered in ${((Date.now() - started) / 1000).toFixed(1)} s`);
 } else {
-  process.stderr.write('usage: traffic.ts server PORT | tcp HOST PORT N1 N2 DIR | udp HOST PORT N HOLD_S | tcp-check HOST PORT N BYTES | udp-check HOST PORT N\n');
+  process.stderr.write('usage: traffic.ts server PORT | tcp HOST PORT N1 N2 DIR | udp HOST PORT N HOLD_S | tcp-check HOST PORT N BYTES | udp-check HOST PORT N | udp-rate HOST PORT RATE SECS\n');
   process.exit(2);
 }

@@ -1,7 +1,7 @@
 /**
  * `npm run bench:agent`: the real agent programming a scratch network namespace on this
  * machine's kernel (degraded: no flowtable here, everything else identical) with 100, 1,000
- * and 10,000 hinted Services (2 ports each, dual-stack for a tenth of them).
+ * and 10,000 hinted Services (2 ports each, dual-stack for a tenth of them; a quarter ShortLived).
  *
  * At each size: the full-sync time, the latency of applying one changed Service (p50/p99
  * over CHANGES changes: sync() from the event to `nft -f` done), and RSS. A benchmark: it
@@ -36,12 +36,15 @@ class ManualSource implements Source {
 function service(i: number, threshold?: number) {
   const v4 = `10.${96 + Math.floor(i / 65536)}.${Math.floor(i / 256) % 256}.${i % 256}`;
   const dual = i % 10 === 0;
-  const annotations: Record<string, string> = { 'flowhint.dev/traffic-hint': 'LongLived' };
-  if (threshold !== undefined) annotations['flowhint.dev/offload-after-packets'] = String(threshold);
+  // A quarter are ShortLived: their changes are timeout elements, their chains shared per timeout.
+  const hint = i % 4 === 1 ? 'ShortLived' : 'LongLived';
+  const annotations: Record<string, string> = { 'flowhint.dev/traffic-hint': hint };
+  if (threshold !== undefined && hint === 'LongLived') annotations['flowhint.dev/offload-after-packets'] = String(threshold);
+  if (threshold !== undefined && hint === 'ShortLived') annotations['flowhint.dev/conntrack-timeout'] = `${(threshold % 600) + 1}s`;
   return {
     apiVersion: 'v1',
     kind: 'Service',
-    metadata: { name: `svc-${i}`, namespace: `ns-${i % 50}`, annotations, labels: { 'flowhint.dev/traffic-hint': 'LongLived' } },
+    metadata: { name: `svc-${i}`, namespace: `ns-${i % 50}`, annotations, labels: { 'flowhint.dev/traffic-hint': hint } },
     spec: {
       clusterIP: v4,
       clusterIPs: dual ? [v4, `fd00:96::${i.toString(16)}`] : [v4],

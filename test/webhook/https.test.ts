@@ -6,7 +6,7 @@ import fjp from 'fast-json-patch';
 import { startWebhook } from '../../webhook/server.ts';
 import { silentLogger } from '../../lib/log.ts';
 import { decodePatch, post, review, tempCerts } from '../helpers/admission.ts';
-import { HINT, THRESHOLD, completeService, hinted, placeholderService } from '../helpers/services.ts';
+import { HINT, THRESHOLD, TIMEOUT, completeService, hinted, placeholderService } from '../helpers/services.ts';
 
 const { dir, bundle } = await tempCerts();
 const server = await startWebhook({ certFile: `${dir}/tls.crt`, keyFile: `${dir}/tls.key`, host: '127.0.0.1', port: 0, metricsPort: 0, logger: silentLogger() });
@@ -39,6 +39,10 @@ t.test('round trip: mutate, apply the patch, validate (table)', async (t) => {
     ['threshold out of range', completeService({ annotations: { [HINT]: 'LongLived', [THRESHOLD]: '1000001' } }), false, { app: 'web', [HINT]: 'LongLived' }],
     ['threshold without hint', completeService({ annotations: { [THRESHOLD]: '5' } }), false, { app: 'web' }],
     ['headless', completeService({ annotations: { [HINT]: 'LongLived' }, clusterIP: 'None', type: 'ClusterIP' }), false, { app: 'web', [HINT]: 'LongLived' }],
+    ['ShortLived and its timeout defaulted', completeService({ annotations: { [HINT]: ' shortlived', [TIMEOUT]: ' 05S ' } }), true, { app: 'web', [HINT]: 'ShortLived' }],
+    ['ShortLived with conntrack-timeout 2m', completeService({ annotations: { [HINT]: 'ShortLived', [TIMEOUT]: '2m' } }), true, { app: 'web', [HINT]: 'ShortLived' }],
+    ['conntrack-timeout out of range', completeService({ annotations: { [HINT]: 'ShortLived', [TIMEOUT]: '11m' } }), false, { app: 'web', [HINT]: 'ShortLived' }],
+    ['conntrack-timeout without ShortLived', completeService({ annotations: { [HINT]: 'LongLived', [TIMEOUT]: '5s' } }), false, { app: 'web', [HINT]: 'LongLived' }],
     ['keys needing ~0 and ~1', completeService({ annotations: { 'x~y/z': '1', [HINT]: 'longLIVED' }, labels: { 'a/b~c': '2' } }), true, { 'a/b~c': '2', [HINT]: 'LongLived' }],
   ];
   for (const [name, object, allowed, labels] of cases) {
@@ -118,7 +122,7 @@ t.test('health, readiness, 404 and metrics', async (t) => {
   t.match(text, /flowhint_webhook_bad_requests_total\{code="FH_MALFORMED_JSON"\}/);
   // The table test above rejects one Service per code: each counted once, under its own code.
   const rejected = [...text.matchAll(/^flowhint_webhook_rejections_total\{code="([A-Z_]+)"\} (\d+)$/gm)].map((m) => `${m[1]}=${m[2]}`).sort();
-  t.same(rejected, ['FH_HINT_UNSUPPORTED=1', 'FH_NO_VIRTUAL_IP=1', 'FH_THRESHOLD_INVALID=1', 'FH_THRESHOLD_WITHOUT_HINT=1'], 'rejected hints counted by code');
+  t.same(rejected, ['FH_HINT_UNSUPPORTED=1', 'FH_NO_VIRTUAL_IP=1', 'FH_THRESHOLD_INVALID=1', 'FH_THRESHOLD_WITHOUT_HINT=1', 'FH_TIMEOUT_INVALID=1', 'FH_TIMEOUT_WITHOUT_SHORTLIVED=1'], 'rejected hints counted by code');
   t.match(text, /process_resident_memory_bytes/);
 });
 

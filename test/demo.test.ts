@@ -11,7 +11,7 @@ for (const mode of ['netns', 'dry-run'] as const) {
   t.test(`demo (${mode})`, async (t) => {
     const r = demo(...(mode === 'dry-run' ? ['--dry-run'] : []));
     t.equal(r.code, 0, r.err);
-    t.match(r.out, /REJECTED  shop\/turbo .*\n\s+.*unsupported value "Turbo"; supported values: "LongLived"/);
+    t.match(r.out, /REJECTED  shop\/turbo .*\n\s+.*unsupported value "Turbo"; supported values: "LongLived", "ShortLived"/);
     t.match(r.out, /REJECTED  shop\/huge-threshold .*\n\s+.*must be a decimal integer from 0 to 1000000/);
     t.match(r.out, /REJECTED  storage\/db .*\n\s+.*headless Service/);
     t.match(r.out, /PATCHED   storage\/backup .*\n\s+patch: .*"value":"LongLived"/);

@@ -85,7 +85,7 @@ t.test('validate: denial is 422 Invalid with causes naming the field', async (t)
     {
       reason: 'FieldValueNotSupported',
       field: 'metadata.annotations[flowhint.dev/traffic-hint]',
-      message: 'flowhint.dev/traffic-hint: unsupported value "Bogus"; supported values: "LongLived"',
+      message: 'flowhint.dev/traffic-hint: unsupported value "Bogus"; supported values: "LongLived", "ShortLived"',
     },
     {
       reason: 'FieldValueInvalid',

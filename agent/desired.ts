@@ -17,7 +17,7 @@
  */
 import { HINTS, effectiveThreshold, effectiveTimeout, isOffloadable, portProtocol, type EffectiveHint, type TrafficHint } from '../api/index.ts';
 import { addressKey, parseAddress, shortHash, type Address } from './address.ts';
-import { PMap } from './pmap.ts';
+import { PMap, moveRef, pendingSet } from './pmap.ts';
 import { asUpdates, diffShort, emptyShort, moveElements, relinkShort, shortElements, type ShortDelta, type ShortState } from './short-lived.ts';
 
 export type Proto = 'tcp' | 'udp';
@@ -162,20 +162,12 @@ export function chainName(family: Address['family'], rules: readonly Rule[]): st
 function relink(state: Stored, keys: Iterable<string>): Pick<Stored, 'chainOf' | 'chains'> {
   const chainOf = new Map<string, string | undefined>();
   const chains = new Map<string, ChainSpec | undefined>();
-  const chainGet = (name: string) => (chains.has(name) ? chains.get(name) : state.chains.get(name));
   for (const key of keys) {
     const old = chainOf.has(key) ? chainOf.get(key) : state.chainOf.get(key);
     const r = rulesFor(state, key);
     const name = r ? chainName(r.address.family, r.rules) : undefined;
     if (old === name) continue;
-    if (old !== undefined) {
-      const c = chainGet(old)!;
-      chains.set(old, c.refs <= 1 ? undefined : { ...c, refs: c.refs - 1 });
-    }
-    if (r && name) {
-      const c = chainGet(name);
-      chains.set(name, c ? { ...c, refs: c.refs + 1 } : { family: r.address.family, rules: r.rules, refs: 1 });
-    }
+    moveRef(chains, state.chains, old, name, () => ({ family: r!.address.family, rules: r!.rules, refs: 1 }));
     chainOf.set(key, name);
   }
   return { chainOf: state.chainOf.with(chainOf), chains: state.chains.with(chains) };
@@ -188,14 +180,7 @@ export function withServices(state: DesiredState, updates: ReadonlyMap<string, S
   const touched = new Map<string, Set<string>>();
   const nodePorts = new Map<string, true | undefined>();
   let nodePortsTouched = false;
-  const setFor = (k: string) => {
-    let s = touched.get(k);
-    if (!s) {
-      s = new Set(st.byAddress.get(k) ?? []);
-      touched.set(k, s);
-    }
-    return s;
-  };
+  const setFor = (k: string) => pendingSet(touched, st.byAddress, k);
   const short = new Map<string, Set<string>>();
   for (const [id, entry] of updates) {
     const old = st.services.get(id);

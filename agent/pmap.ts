@@ -89,3 +89,33 @@ export class PMap<K, V> implements ReadonlyMap<K, V> {
     for (const [k, v] of this.entries()) fn(v, k, this);
   }
 }
+
+/**
+ * Batched edits of a PMap of sets: the set at `key`, copied from `base` on first use, to be
+ * edited in place and written back with one `base.with(pending)`.
+ */
+export function pendingSet<K, T>(pending: Map<K, Set<T>>, base: ReadonlyMap<K, ReadonlySet<T>>, key: K): Set<T> {
+  let s = pending.get(key);
+  if (!s) {
+    s = new Set(base.get(key) ?? []);
+    pending.set(key, s);
+  }
+  return s;
+}
+
+/**
+ * Move one reference from chain `from` to chain `to` in a batch of edits over `base` (chain
+ * name -> spec with a reference count): a chain whose count drops to 0 is removed (`undefined`),
+ * one that gains its first reference is made by `make`.
+ */
+export function moveRef<C extends { readonly refs: number }>(edits: Map<string, C | undefined>, base: ReadonlyMap<string, C>, from: string | undefined, to: string | undefined, make: () => C): void {
+  const get = (name: string) => (edits.has(name) ? edits.get(name) : base.get(name));
+  if (from !== undefined) {
+    const c = get(from)!;
+    edits.set(from, c.refs <= 1 ? undefined : { ...c, refs: c.refs - 1 });
+  }
+  if (to !== undefined) {
+    const c = get(to);
+    edits.set(to, c ? { ...c, refs: c.refs + 1 } : make());
+  }
+}

@@ -18,7 +18,7 @@
  * touches only, so a sync costs O(change).
  */
 import { addressKey, shortHash, type Address } from './address.ts';
-import { PMap } from './pmap.ts';
+import { PMap, moveRef, pendingSet } from './pmap.ts';
 
 export type Proto = 'tcp' | 'udp';
 
@@ -93,21 +93,13 @@ export function relinkShort(
   const shortBy = st.shortBy.with(byUpdates);
   const of = new Map<string, string | undefined>();
   const chains = new Map<string, ShortChain | undefined>();
-  const chainGet = (name: string) => (chains.has(name) ? chains.get(name) : st.shortChains.get(name));
   for (const key of byUpdates.keys()) {
     const old = st.shortOf.get(key);
     const { address, proto } = parseElementKey(key);
     const seconds = Math.min(...[...(shortBy.get(key) ?? [])].map((id) => timeoutOf(id) ?? Infinity));
     const name = Number.isFinite(seconds) ? shortChainName(address.family, proto, seconds) : undefined;
     if (old === name) continue;
-    if (old !== undefined) {
-      const c = chainGet(old)!;
-      chains.set(old, c.refs <= 1 ? undefined : { ...c, refs: c.refs - 1 });
-    }
-    if (name !== undefined) {
-      const c = chainGet(name);
-      chains.set(name, c ? { ...c, refs: c.refs + 1 } : { family: address.family, proto, seconds, refs: 1 });
-    }
+    moveRef(chains, st.shortChains, old, name, () => ({ family: address.family, proto, seconds, refs: 1 }));
     of.set(key, name);
   }
   return { shortBy, shortOf: st.shortOf.with(of), shortChains: st.shortChains.with(chains) };
@@ -115,16 +107,8 @@ export function relinkShort(
 
 /** shortBy updates for moving `id` from the `before` elements to the `after` elements. */
 export function moveElements(st: ShortState, pending: Map<string, Set<string>>, id: string, before: readonly string[], after: readonly string[]): void {
-  const setFor = (k: string) => {
-    let s = pending.get(k);
-    if (!s) {
-      s = new Set(st.shortBy.get(k) ?? []);
-      pending.set(k, s);
-    }
-    return s;
-  };
-  for (const k of before) setFor(k).delete(id);
-  for (const k of after) setFor(k).add(id);
+  for (const k of before) pendingSet(pending, st.shortBy, k).delete(id);
+  for (const k of after) pendingSet(pending, st.shortBy, k).add(id);
 }
 
 export function asUpdates(pending: Map<string, Set<string>>): Map<string, ReadonlySet<string> | undefined> {

@@ -27,7 +27,7 @@
  *   }
  *
  * Why priority -150 and the packet's own header for ShortLived: a timeout policy must be
- * attached when conntrack creates the entry's first packet is seen (after conntrack at -200),
+ * attached when conntrack creates the entry, at its first packet (after conntrack at -200),
  * and before kube-proxy's DNAT (-100) the packet still carries the Service address and port.
  * Unlike `ct original proto-dst`, `ip daddr . meta l4proto . th dport` can be concatenated,
  * so one map lookup per new connection finds the Service port. TCP policies set only the

@@ -29,11 +29,6 @@ export function conntrackDestinations(conntrackOutput: string): Destination[] {
   return out;
 }
 
-/** The original-direction destination of each offloaded entry (pure). */
-export function offloadedDestinations(conntrackOutput: string): Destination[] {
-  return conntrackDestinations(conntrackOutput).filter((d) => d.offloaded);
-}
-
 /** Service key -> matching entries, for the Services `include` selects (0 included). */
 function count(state: DesiredState, dests: readonly Destination[], include: (e: ServiceEntry) => boolean, match: (d: Destination) => boolean): Map<string, number> {
   const counts = new Map<string, number>();

@@ -24,6 +24,7 @@ import { countByService, entriesByService, readConntrack } from './conntrack.ts'
 import { diff, emptyState, isEmptyDelta, serviceEntry, withNodeAddresses, withServices, type DesiredState, type ServiceEntry } from './desired.ts';
 import { listLinks, listNodeAddresses, selectDevices, type DeviceFilter } from './devices.ts';
 import { BYPASS_DETAIL, bypassText, localDelivery, readLocalDelivery, type Bypass } from './local-delivery.ts';
+import { OTHER_FLOWTABLE_DETAIL, flowtableText, otherFlowtables, readFlowtables, type Flowtable } from './other-flowtables.ts';
 import type { AgentMetrics } from './metrics.ts';
 import { matches } from './drift.ts';
 import { NftError, type Nft } from './nft.ts';
@@ -93,6 +94,8 @@ export class Agent {
   private keyToId = new Map<string, string>();
   /** Per Service key: ports delivered locally (IPVS, a local address), never offloaded. */
   private bypassed = new Map<string, Bypass[]>();
+  /** Other owners' flowtables on our devices (kindnet, Calico, hand-written). */
+  private others: Flowtable[] = [];
   private timers: NodeJS.Timeout[] = [];
   private syncTimer: NodeJS.Timeout | undefined;
   private inflight: Promise<void> = Promise.resolve();
@@ -442,6 +445,7 @@ export class Agent {
       }
     }
     await this.refreshLocalDelivery(this.applied);
+    await this.refreshOtherFlowtables();
     const dests = await readConntrack(this.o.run);
     if (!dests) return undefined;
     const counts = countByService(this.applied, dests);
@@ -469,6 +473,19 @@ export class Agent {
     if (changed) this.saveStatusSoon();
   }
 
+  /** Other flowtables on our devices: status, metric, one log line per change. */
+  private async refreshOtherFlowtables(): Promise<void> {
+    const all = await readFlowtables(this.o.run);
+    if (!all) return;
+    const now = otherFlowtables(all, `${FAMILY} ${TABLE}`, this.appliedDevices);
+    this.o.metrics.otherFlowtables.set(now.length);
+    if (JSON.stringify(now) === JSON.stringify(this.others)) return;
+    if (now.length > 0) this.log.warn({ flowtables: now.map(flowtableText), detail: OTHER_FLOWTABLE_DETAIL }, 'other flowtables on flowhint devices');
+    else this.log.info('no other flowtables on flowhint devices any more');
+    this.others = now;
+    this.saveStatusSoon();
+  }
+
   statusDoc(): StatusDoc {
     const state = this.applied ?? emptyState();
     return {
@@ -484,6 +501,7 @@ export class Agent {
       },
       table: `${FAMILY} ${TABLE}`,
       devices: this.appliedDevices,
+      otherFlowtables: this.others.map((f) => ({ ...f, devices: [...f.devices] })),
       services: servicesStatus(state, this.bypassed),
       invalid: [...this.invalid].sort(([a], [b]) => a.localeCompare(b)).map(([service, v]) => ({ service, ...v })),
       lastSync: this.lastSync && this.lastSyncTime

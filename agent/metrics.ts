@@ -19,6 +19,7 @@ export interface AgentMetrics {
   notOffloadablePorts: Gauge<'service' | 'reason'>;
   conntrackTimeoutSupported: Gauge;
   conntrackEntries: Gauge<'service'>;
+  otherFlowtables: Gauge;
 }
 
 export function createAgentMetrics(options: { defaultMetrics?: boolean } = {}): AgentMetrics {
@@ -57,6 +58,11 @@ export function createAgentMetrics(options: { defaultMetrics?: boolean } = {}): 
       name: 'flowhint_agent_not_offloadable_ports',
       help: "A hinted Service's ports that this node delivers locally and so never offloads, by reason (ipvs: kube-proxy IPVS mode; local-address).",
       labelNames: ['service', 'reason'],
+      registers: r,
+    }),
+    otherFlowtables: new Gauge({
+      name: 'flowhint_agent_other_flowtables',
+      help: "Other owners' flowtables on flowhint's devices (kindnet, Calico, hand-written); if one offloads everything, unhinted Services are offloaded too.",
       registers: r,
     }),
   };

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import type { DesiredState } from './desired.ts';
 import { BYPASS_DETAIL, bypassText, type Bypass } from './local-delivery.ts';
+import { OTHER_FLOWTABLE_DETAIL, flowtableText } from './other-flowtables.ts';
 
 export const DEFAULT_STATE_DIR = '/run/flowhint';
 
@@ -44,6 +45,8 @@ export const StatusDoc = z.object({
   }),
   table: z.string(),
   devices: z.array(z.string()),
+  /** Other owners' flowtables sharing our devices, with the shared ones (absent from older agents). */
+  otherFlowtables: z.array(z.object({ table: z.string(), name: z.string(), priority: z.number().nullable(), devices: z.array(z.string()) })).default([]),
   services: z.array(ServiceStatus),
   invalid: z.array(z.object({ service: z.string(), code: z.string(), reason: z.string() })),
   lastSync: z
@@ -91,6 +94,7 @@ export function formatStatus(s: StatusDoc): string {
   lines.push(`conntrack accounting: ${s.node.conntrackAccounting.enabled ? 'on' : 'OFF'} (${s.node.conntrackAccounting.detail})`);
   if (s.node.conntrackTimeout) lines.push(`conntrack timeouts (ShortLived): ${s.node.conntrackTimeout.supported ? 'supported' : `DEGRADED: ${s.node.conntrackTimeout.detail}`}`);
   lines.push(`table: ${s.table}; devices: ${s.devices.length > 0 ? s.devices.join(', ') : '(none)'}`);
+  for (const f of s.otherFlowtables) lines.push(`other flowtable: ${flowtableText(f)}: ${OTHER_FLOWTABLE_DETAIL}`);
   const ls = s.lastSync;
   lines.push(`last sync: ${ls ? `${ls.at} ${ls.kind} ${ls.ok ? 'ok' : `FAILED: ${ls.error ?? ''}`} (${ls.durationMs} ms)` : 'none yet'}`);
   lines.push(`services (${s.services.length}):`);

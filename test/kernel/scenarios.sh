@@ -158,6 +158,9 @@ check "vanished device: the flowtable has the others, not it" bash -c "ip netns 
 # --- ShortLived: per-Service conntrack timeouts (test/kernel/short-lived.sh) -------------
 . test/kernel/short-lived.sh
 
+# --- kube-proxy's nftables and iptables rulesets, another flowtable owner (kube-proxy.sh) -
+. test/kernel/kube-proxy.sh
+
 check "cleanup deletes the table" nsx $NODE $FH cleanup
 check "no table after cleanup" bash -c "! ip netns exec $NODE nft list table inet flowhint 2>/dev/null"
 

@@ -12,6 +12,13 @@
  *   node traffic.ts udp-rate HOST PORT RATE SECS     RATE exchanges a second for SECS seconds, each
  *                                                    from a new socket (a new source port), as DNS
  *                                                    clients do; prints sent and answered
+ *   node traffic.ts udp-tag ADDR PORT TAG            UDP server on ADDR:PORT answering every datagram
+ *                                                    with TAG (which endpoint answered)
+ *   node traffic.ts udp-watch HOST PORT SECS         one datagram every 100 ms on one socket (one
+ *                                                    flow) for SECS seconds; prints `EPOCH_MS:TAG`
+ *                                                    per answer, then `sent N answered M`
+ *   node traffic.ts connect HOST PORT MS             one TCP connect; prints connected, refused,
+ *                                                    timeout (no answer in MS) or the error code
  * The two checks exit 0 only if every byte came back whole, and print one line saying what arrived.
  * Each round trip is one small write answered by its echo, so it is at least two packets.
  */
@@ -153,7 +160,44 @@ if (mode === 'server') {
   }
   while (pending.size > 0) await sleep(50);
   console.log(`udp-rate ${host}:${port}: ${sent} sent, ${answered} answered in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+} else if (mode === 'udp-tag') {
+  const [addr, port, tag] = [a!, Number(b), c!];
+  const u = createSocket({ type: addr.includes(':') ? 'udp6' : 'udp4' });
+  u.on('message', (_m, r) => u.send(tag, r.port, r.address));
+  u.bind(port, addr);
+} else if (mode === 'udp-watch') {
+  const [host, port, secs] = [a!, Number(b), Number(c)];
+  const u = createSocket({ type: host.includes(':') ? 'udp6' : 'udp4' });
+  let answered = 0;
+  u.on('message', (m) => {
+    answered += 1;
+    console.log(`${Date.now()}:${m.toString()}`);
+  });
+  u.connect(port, host);
+  await new Promise((r) => u.once('connect', r));
+  let sent = 0;
+  const until = Date.now() + secs * 1000;
+  while (Date.now() < until) {
+    u.send('?');
+    sent += 1;
+    await sleep(100);
+  }
+  await sleep(500);
+  u.close();
+  console.log(`sent ${sent} answered ${answered}`);
+} else if (mode === 'connect') {
+  const [host, port, ms] = [a!, Number(b), Number(c)];
+  const s = createConnection({ host, port });
+  const result = await new Promise<string>((resolve) => {
+    const timer = setTimeout(() => resolve('timeout'), ms);
+    s.on('connect', () => resolve('connected'));
+    s.on('error', (err: NodeJS.ErrnoException) => resolve(err.code === 'ECONNREFUSED' ? 'refused' : (err.code ?? 'error')));
+    s.on('close', () => clearTimeout(timer));
+  });
+  s.destroy();
+  console.log(result);
+  process.exit(0);
 } else {
-  process.stderr.write('usage: traffic.ts server PORT | tcp HOST PORT N1 N2 DIR | udp HOST PORT N HOLD_S | tcp-check HOST PORT N BYTES | udp-check HOST PORT N | udp-rate HOST PORT RATE SECS\n');
+  process.stderr.write('usage: traffic.ts server PORT | tcp HOST PORT N1 N2 DIR | udp HOST PORT N HOLD_S | tcp-check HOST PORT N BYTES | udp-check HOST PORT N | udp-rate HOST PORT RATE SECS | udp-tag ADDR PORT TAG | udp-watch HOST PORT SECS | connect HOST PORT MS\n');
   process.exit(2);
 }

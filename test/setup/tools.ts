@@ -4,6 +4,8 @@
  *
  * - `nft`, `ip`, `conntrack`: the network-namespace tests program real rulesets. Debian's
  *   `nftables`, `iproute2`, `conntrack`.
+ * - `iptables-restore`: kube-proxy's iptables-mode rules (iptables-nft) are loaded into a
+ *   scratch namespace, as the real-kernel suite runs them beside flowhint. Debian's `iptables`.
  * - `kustomize`: the manifest tests build every overlay. Bookworm's own kubectl
  *   (`kubernetes-client` 1.20) carries a kustomize too old for `components`, and plain Debian
  *   has no `kubectl` package. Debian sid carries `kustomize` 5.x, a static Go binary: it is
@@ -32,6 +34,7 @@ export const APT_TOOLS: readonly Tool[] = [
   { command: 'nft', pkg: 'nftables', why: 'the network-namespace tests program real rulesets' },
   { command: 'ip', pkg: 'iproute2', why: 'the tests make scratch network namespaces' },
   { command: 'conntrack', pkg: 'conntrack', why: 'the agent reads offloaded connections' },
+  { command: 'iptables-restore', pkg: 'iptables', why: "kube-proxy's iptables-mode rules are loaded beside flowhint's" },
 ];
 
 export function onPath(command: string): boolean {

@@ -17,7 +17,7 @@
  */
 import { HINTS, effectiveThreshold, effectiveTimeout, isOffloadable, portProtocol, type EffectiveHint, type TrafficHint } from '../api/index.ts';
 import { addressKey, parseAddress, shortHash, type Address } from './address.ts';
-import { PMap, moveRef, pendingSet } from './pmap.ts';
+import { PMap, diffRefs, moveRef, pendingSet } from './pmap.ts';
 import { asUpdates, diffShort, emptyShort, moveElements, relinkShort, shortElements, type ShortDelta, type ShortState } from './short-lived.ts';
 
 export type Proto = 'tcp' | 'udp';
@@ -319,27 +319,10 @@ export function diff(prev: DesiredState, next: DesiredState, changed?: Iterable<
     affected = new Set([...prev.chainOf.keys(), ...next.chainOf.keys()]);
     shortKeys = [...prev.shortOf.keys(), ...next.shortOf.keys()];
   }
-  const removeElements: Address[] = [];
-  const addElements: Array<{ address: Address; chain: string }> = [];
-  const chainsSeen = new Set<string>();
-  for (const key of [...affected].sort()) {
-    const a = prev.chainOf.get(key);
-    const b = next.chainOf.get(key);
-    if (a) chainsSeen.add(a);
-    if (b) chainsSeen.add(b);
-    if (a === b) continue;
-    if (a) removeElements.push(keyToAddress(key));
-    if (b) addElements.push({ address: keyToAddress(key), chain: b });
-  }
-  const addChains: Array<{ name: string; spec: ChainSpec }> = [];
-  const removeChains: string[] = [];
-  for (const name of [...chainsSeen].sort()) {
-    const before = prev.chains.has(name);
-    const after = next.chains.get(name);
-    if (!before && after) addChains.push({ name, spec: after });
-    if (before && !after) removeChains.push(name);
-  }
-  return { addChains, removeElements, addElements, removeChains, ...diffShort(prev, next, shortKeys) };
+  const d = diffRefs({ of: prev.chainOf, chains: prev.chains }, { of: next.chainOf, chains: next.chains }, affected);
+  const removeElements = d.removeKeys.map(keyToAddress);
+  const addElements = d.addKeys.map(({ key, chain }) => ({ address: keyToAddress(key), chain }));
+  return { addChains: d.addChains, removeElements, addElements, removeChains: d.removeChains, ...diffShort(prev, next, shortKeys) };
 }
 
 export function isEmptyDelta(d: Delta): boolean {

@@ -119,3 +119,43 @@ export function moveRef<C extends { readonly refs: number }>(edits: Map<string, 
     edits.set(to, c ? { ...c, refs: c.refs + 1 } : make());
   }
 }
+
+/** One side of `diffRefs`: element key -> chain name, and the chains by name. */
+export interface RefView<C> {
+  readonly of: ReadonlyMap<string, string>;
+  readonly chains: ReadonlyMap<string, C>;
+}
+
+/**
+ * What changes between two versions of elements pointing at reference-counted chains, on the
+ * element `keys` that may have changed (pure): the elements to remove and to add, and the
+ * chains the elements seen there make appear or go. Sorted, so transactions are stable.
+ */
+export function diffRefs<C>(prev: RefView<C>, next: RefView<C>, keys: Iterable<string>): {
+  addChains: Array<{ name: string; spec: C }>;
+  removeKeys: string[];
+  addKeys: Array<{ key: string; chain: string }>;
+  removeChains: string[];
+} {
+  const removeKeys: string[] = [];
+  const addKeys: Array<{ key: string; chain: string }> = [];
+  const seen = new Set<string>();
+  for (const key of [...new Set(keys)].sort()) {
+    const a = prev.of.get(key);
+    const b = next.of.get(key);
+    if (a) seen.add(a);
+    if (b) seen.add(b);
+    if (a === b) continue;
+    if (a) removeKeys.push(key);
+    if (b) addKeys.push({ key, chain: b });
+  }
+  const addChains: Array<{ name: string; spec: C }> = [];
+  const removeChains: string[] = [];
+  for (const name of [...seen].sort()) {
+    const before = prev.chains.has(name);
+    const after = next.chains.get(name);
+    if (!before && after) addChains.push({ name, spec: after });
+    if (before && !after) removeChains.push(name);
+  }
+  return { addChains, removeKeys, addKeys, removeChains };
+}

@@ -18,7 +18,7 @@
  * touches only, so a sync costs O(change).
  */
 import { addressKey, shortHash, type Address } from './address.ts';
-import { PMap, moveRef, pendingSet } from './pmap.ts';
+import { PMap, diffRefs, moveRef, pendingSet } from './pmap.ts';
 
 export type Proto = 'tcp' | 'udp';
 
@@ -124,25 +124,6 @@ export interface ShortDelta {
 
 /** What changes between two ShortStates on these element keys. */
 export function diffShort(prev: ShortState, next: ShortState, keys: Iterable<string>): ShortDelta {
-  const removeShortElements: string[] = [];
-  const addShortElements: Array<{ key: string; chain: string }> = [];
-  const seen = new Set<string>();
-  for (const key of [...new Set(keys)].sort()) {
-    const a = prev.shortOf.get(key);
-    const b = next.shortOf.get(key);
-    if (a) seen.add(a);
-    if (b) seen.add(b);
-    if (a === b) continue;
-    if (a) removeShortElements.push(key);
-    if (b) addShortElements.push({ key, chain: b });
-  }
-  const addShortChains: Array<{ name: string; spec: ShortChain }> = [];
-  const removeShortChains: string[] = [];
-  for (const name of [...seen].sort()) {
-    const before = prev.shortChains.has(name);
-    const after = next.shortChains.get(name);
-    if (!before && after) addShortChains.push({ name, spec: after });
-    if (before && !after) removeShortChains.push(name);
-  }
-  return { addShortChains, removeShortElements, addShortElements, removeShortChains };
+  const d = diffRefs({ of: prev.shortOf, chains: prev.shortChains }, { of: next.shortOf, chains: next.shortChains }, keys);
+  return { addShortChains: d.addChains, removeShortElements: d.removeKeys, addShortElements: d.addKeys, removeShortChains: d.removeChains };
 }

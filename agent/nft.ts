@@ -16,6 +16,13 @@ export class NftError extends FlowhintError {
 }
 
 const Named = z.looseObject({ name: z.string(), table: z.string().optional(), family: z.string().optional() });
+/** A flowtable as `nft -j` prints it (its table's own listing, or `list flowtables`). */
+export const FlowtableJson = Named.extend({ prio: z.number().optional(), dev: z.union([z.string(), z.array(z.string())]).optional() });
+
+/** Its devices: nft prints one device as a string, several as an array. */
+export function flowtableDevices(f: z.infer<typeof FlowtableJson>): string[] {
+  return f.dev === undefined ? [] : Array.isArray(f.dev) ? f.dev : [f.dev];
+}
 const ListingJson = z.looseObject({
   nftables: z.array(
     z.looseObject({
@@ -24,7 +31,7 @@ const ListingJson = z.looseObject({
       counter: Named.extend({ packets: z.number().optional(), bytes: z.number().optional() }).optional(),
       map: Named.extend({ elem: z.array(z.unknown()).optional() }).optional(),
       set: Named.extend({ elem: z.array(z.unknown()).optional() }).optional(),
-      flowtable: Named.extend({ dev: z.union([z.string(), z.array(z.string())]).optional() }).optional(),
+      flowtable: FlowtableJson.optional(),
       'ct timeout': Named.optional(),
     }),
   ),
@@ -81,10 +88,7 @@ export function parseListing(json: string): ReadTable {
       seenElements.set(o.set.name, addrs);
       seenCounters.set(o.set.name, counts);
     }
-    if (o.flowtable) {
-      const dev = o.flowtable.dev;
-      flowtables.set(o.flowtable.name, { devices: dev === undefined ? [] : Array.isArray(dev) ? dev : [dev] });
-    }
+    if (o.flowtable) flowtables.set(o.flowtable.name, { devices: flowtableDevices(o.flowtable) });
   }
   return { chains, counters, ctTimeouts, maps, sets, flowtables, ruleCounts, elementCounts, seenElements, seenCounters };
 }

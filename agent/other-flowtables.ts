@@ -14,6 +14,7 @@
  */
 import { z } from 'zod';
 import type { Runner } from '../lib/exec.ts';
+import { FlowtableJson, flowtableDevices } from './nft.ts';
 
 export interface Flowtable {
   /** `family table`, as nft names it: `inet kindnet`. */
@@ -25,20 +26,7 @@ export interface Flowtable {
 }
 
 const Listing = z.object({
-  nftables: z.array(
-    z.looseObject({
-      flowtable: z
-        .looseObject({
-          family: z.string(),
-          table: z.string(),
-          name: z.string(),
-          prio: z.number().optional(),
-          // One device is printed as a string, several as an array.
-          dev: z.union([z.string(), z.array(z.string())]).optional(),
-        })
-        .optional(),
-    }),
-  ),
+  nftables: z.array(z.looseObject({ flowtable: FlowtableJson.extend({ family: z.string(), table: z.string() }).optional() })),
 });
 
 /** Every flowtable of `nft -j list flowtables` (pure). */
@@ -47,8 +35,7 @@ export function parseFlowtables(json: string): Flowtable[] {
   for (const item of Listing.parse(JSON.parse(json)).nftables) {
     const f = item.flowtable;
     if (!f) continue;
-    const devices = f.dev === undefined ? [] : typeof f.dev === 'string' ? [f.dev] : f.dev;
-    out.push({ table: `${f.family} ${f.table}`, name: f.name, priority: f.prio ?? null, devices: [...devices].sort() });
+    out.push({ table: `${f.family} ${f.table}`, name: f.name, priority: f.prio ?? null, devices: [...flowtableDevices(f)].sort() });
   }
   return out;
 }

@@ -54,7 +54,7 @@ stream_offloaded() {
   sleep 4
   check "kube-proxy $m: $what: offloaded" is_offloaded "dst=$addr" "dport=$port"
   wait $P; local rc=$?
-  check "kube-proxy $m: $what: the stream completes with its data" bash -c "[ $rc -eq 0 ] && [ \"\$(jq -r '.error // \"none\"' $json)\" = none ] && [ \"\$(jq -r '.end.sum_received.bytes // 0' $json)\" -gt 1000000 ]"
+  check "kube-proxy $m: $what: the stream completes with its data" iperf_ok $json $rc 1000000
 }
 
 kp_mode() {
@@ -161,7 +161,7 @@ YAML
   check "kube-proxy $m: the long stream is still offloaded" is_offloaded "dst=10.96.5.10" "dport=80"
   wait $L; rc=$?
   echo "# $m long stream: exit $rc, $(jq -r '"\(.end.sum_received.bytes // 0) bytes received, \(.error // "no error")"' $long 2>/dev/null)"
-  check "kube-proxy $m: and completes its 40 s with its data" bash -c "[ $rc -eq 0 ] && [ \"\$(jq -r '.error // \"none\"' $long)\" = none ] && [ \"\$(jq -r '.end.sum_received.bytes // 0' $long)\" -gt 10000000 ]"
+  check "kube-proxy $m: and completes its 40 s with its data" iperf_ok $long $rc 10000000
 }
 
 kp_mode nft

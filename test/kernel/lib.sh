@@ -24,6 +24,10 @@ state_json() { cat $STATE/status.json; }
 # Until the agent with pid $1 has written its status after a sync.
 wait_agent() { for _ in $(seq 300); do [ "$(jq -r .pid $STATE/status.json 2>/dev/null)" = "$1" ] && return 0; sleep 0.2; done; echo "# agent $1 did not sync"; return 1; }
 
+# An iperf3 -J run ($1 its JSON, $2 its exit code) completed with no error and more than $3
+# bytes received (iperf3 -J exits 0 even when its control socket was reset: the error is in the JSON).
+iperf_ok() { [ "$2" -eq 0 ] && [ "$(jq -r '.error // "none"' "$1" 2>/dev/null)" = none ] && [ "$(jq -r '.end.sum_received.bytes // 0' "$1" 2>/dev/null)" -gt "$3" ]; }
+
 # Bulk TCP through an address for $3 seconds in the background; sets BULK.
 bulk() { local ns=$1 target=$2 secs=$3; shift 3; BULKLOG=$LOGS/iperf-$RANDOM.log; ip netns exec $ns iperf3 -c "$target" "$@" -t "$secs" > $BULKLOG 2>&1 & BULK=$!; }
 

@@ -6,9 +6,11 @@
 import { HarnessError, runInVm } from './vm.ts';
 
 const script = process.argv[2] ?? 'test/kernel/scenarios.sh';
+// The benchmark's knobs (BENCH_ROUNDS, BENCH_SECS, …) reach the script inside the VM.
+const env = Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => e[0].startsWith('BENCH_') && e[1] !== undefined));
 const started = Date.now();
 try {
-  const r = await runInVm(script, { onOutput: (s) => process.stdout.write(s), timeoutMs: 30 * 60_000 });
+  const r = await runInVm(script, { env, onOutput: (s) => process.stdout.write(s), timeoutMs: 30 * 60_000 });
   const secs = Math.round((Date.now() - started) / 1000);
   if (r.timedOut) {
     console.error(`\ntest:kernel: FAILED: the VM timed out after ${secs}s`);

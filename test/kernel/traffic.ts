@@ -17,6 +17,9 @@
  *   node traffic.ts udp-watch HOST PORT SECS         one datagram every 100 ms on one socket (one
  *                                                    flow) for SECS seconds; prints `EPOCH_MS:TAG`
  *                                                    per answer, then `sent N answered M`
+ *   node traffic.ts crr HOST PORT SECS               short connections for SECS seconds, one after
+ *                                                    another: connect, send 64 bytes, read their
+ *                                                    echo, close; prints connections per second
  *   node traffic.ts connect HOST PORT MS             one TCP connect; prints connected, refused,
  *                                                    timeout (no answer in MS) or the error code
  * The two checks exit 0 only if every byte came back whole, and print one line saying what arrived.
@@ -185,6 +188,36 @@ if (mode === 'server') {
   await sleep(500);
   u.close();
   console.log(`sent ${sent} answered ${answered}`);
+} else if (mode === 'crr') {
+  const [host, port, secs] = [a!, Number(b), Number(c)];
+  const payload = Buffer.alloc(64, 'x');
+  const one = () =>
+    new Promise<boolean>((resolve) => {
+      const s = createConnection({ host, port });
+      s.setNoDelay(true);
+      let got = 0;
+      const done = (ok: boolean) => {
+        clearTimeout(timer);
+        s.end();
+        s.on('error', () => {});
+        resolve(ok);
+      };
+      const timer = setTimeout(() => done(false), 2_000);
+      s.on('connect', () => s.write(payload));
+      s.on('data', (x: Buffer) => {
+        got += x.length;
+        if (got >= payload.length) done(true);
+      });
+      s.on('error', () => done(false));
+    });
+  const started = Date.now();
+  let ok = 0;
+  let failed = 0;
+  while (Date.now() - started < secs * 1000) {
+    if (await one()) ok += 1;
+    else failed += 1;
+  }
+  console.log(`crr ${host}:${port}: ${ok} connections whole, ${failed} failed, ${(ok / ((Date.now() - started) / 1000)).toFixed(1)} per second`);
 } else if (mode === 'connect') {
   const [host, port, ms] = [a!, Number(b), Number(c)];
   const s = createConnection({ host, port });
@@ -198,6 +231,6 @@ if (mode === 'server') {
   console.log(result);
   process.exit(0);
 } else {
-  process.stderr.write('usage: traffic.ts server PORT | tcp HOST PORT N1 N2 DIR | udp HOST PORT N HOLD_S | tcp-check HOST PORT N BYTES | udp-check HOST PORT N | udp-rate HOST PORT RATE SECS | udp-tag ADDR PORT TAG | udp-watch HOST PORT SECS | connect HOST PORT MS\n');
+  process.stderr.write('usage: traffic.ts server PORT | tcp HOST PORT N1 N2 DIR | udp HOST PORT N HOLD_S | tcp-check HOST PORT N BYTES | udp-check HOST PORT N | udp-rate HOST PORT RATE SECS | udp-tag ADDR PORT TAG | udp-watch HOST PORT SECS | crr HOST PORT SECS | connect HOST PORT MS\n');
   process.exit(2);
 }

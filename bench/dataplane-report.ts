@@ -13,6 +13,9 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import * as vega from 'vega';
 import { compile, type TopLevelSpec } from 'vega-lite';
+import { median } from './lib.ts';
+
+export { median };
 
 export type Samples = Map<string, number[]>;
 
@@ -28,12 +31,6 @@ export function parseSamples(text: string): Samples {
     out.set(k, [...(out.get(k) ?? []), v]);
   }
   return out;
-}
-
-export function median(xs: readonly number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length === 0 ? Number.NaN : s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 }
 
 /** mulberry32: a small seeded generator, so a report is reproducible from its samples. */

@@ -4,10 +4,10 @@
  * - Every Service from a source is re-checked with the api/ reader; an unusable one is not
  *   programmed, is warned about once (per reason), and is counted.
  * - The first sync, any sync after a failure, a kernel upgrade and the periodic resync are
- *   *full*: read the table back, then one atomic transaction that makes it exactly the
- *   desired state (renderFull). Others are *partial*: only the chains, elements and
- *   counters of the Services that changed (diff + renderDelta). Bursts are batched by a
- *   short rate limit.
+ *   *full*: read the table back, compare its content with what the last transaction left
+ *   (drift.ts), then one atomic transaction that makes it exactly the desired state
+ *   (fullTransaction). Others are *partial*: only the chains and elements of the Services
+ *   that changed (diff + deltaTransaction). Bursts are batched by a short rate limit.
  * - A failed transaction leaves the previous ruleset intact (nft transactions are atomic);
  *   it is retried with backoff, and the retry is full. A transaction that failed because a
  *   device vanished is retried once at once after re-listing devices.
@@ -26,10 +26,10 @@ import { listLinks, listNodeAddresses, selectDevices, type DeviceFilter } from '
 import { BYPASS_DETAIL, bypassText, localDelivery, readLocalDelivery, type Bypass } from './local-delivery.ts';
 import { OTHER_FLOWTABLE_DETAIL, flowtableText, otherFlowtables, readFlowtables, type Flowtable } from './other-flowtables.ts';
 import type { AgentMetrics } from './metrics.ts';
-import { matches } from './drift.ts';
+import { drift } from './drift.ts';
 import { NftError, type Nft } from './nft.ts';
 import { ensureConntrackAccounting, probeCtTimeout, probeFlowtable, type AcctResult } from './probe.ts';
-import { FAMILY, FLOWTABLE, SEEN, TABLE, deviceLines, renderDeleteTable, renderDelta, renderFull, type RenderOptions } from './render.ts';
+import { DELETE_TABLE, FAMILY, FLOWTABLE, SEEN, TABLE, deltaTransaction, deviceOps, fullTransaction, type RenderOptions } from './render.ts';
 import type { Source, SourceEvent } from './sources/source.ts';
 import { servicesStatus, writeStatus, type StatusDoc } from './status.ts';
 
@@ -74,6 +74,8 @@ export class Agent {
   private readonly log: Logger;
   private desired: DesiredState = emptyState();
   private applied: DesiredState | undefined;
+  /** How `applied` was rendered (flowtable and ct timeout support then), for drift. */
+  private appliedOptions: RenderOptions | undefined;
   private appliedDevices: string[] = [];
   private dirty = new Set<string>();
   private needFull = true;
@@ -174,7 +176,7 @@ export class Agent {
     this.statusTimer = undefined;
     await this.saveStatus();
     if (options.cleanup) {
-      await this.o.nft.apply(renderDeleteTable()).catch((err) => this.log.warn({ err: errorMessage(err) }, 'cleanup: delete table failed'));
+      await this.o.nft.apply(DELETE_TABLE).catch((err) => this.log.warn({ err: errorMessage(err) }, 'cleanup: delete table failed'));
       this.log.info({ table: `${FAMILY} ${TABLE}` }, 'table removed (--cleanup-on-exit)');
     } else {
       this.log.info('stopped; rules left in place so offloaded connections continue');
@@ -366,13 +368,14 @@ export class Agent {
   private async applyFull(target: DesiredState): Promise<boolean> {
     let devices = this.supported ? await this.currentDevices() : [];
     const current = await this.o.nft.read();
-    const drift = this.applied !== undefined && !matches(current, target, this.supported, this.ctTimeout);
-    if (drift) {
+    // Drift: the table is not what our last transaction left (someone edited or deleted it).
+    const differences = this.applied && this.appliedOptions ? drift(current, this.applied, { ...this.appliedOptions, devices: this.appliedDevices }) : [];
+    if (differences.length > 0) {
       this.o.metrics.driftRepairs.inc();
-      this.log.warn('table differs from the desired state (drift); repairing');
+      this.log.warn({ differences: differences.slice(0, 5), count: differences.length }, 'table differs from what flowhint last programmed (drift); repairing');
     }
     try {
-      await this.o.nft.apply(renderFull(target, this.renderOptions(devices), current));
+      await this.o.nft.apply(fullTransaction(target, this.renderOptions(devices), current));
     } catch (err) {
       if (!this.supported) throw err;
       // A device named in the transaction may have vanished since listing: prune, retry once.
@@ -381,15 +384,17 @@ export class Agent {
       this.o.metrics.devicesMissing.inc(devices.filter((d) => !again.includes(d)).length);
       this.log.warn({ before: devices, now: again }, 'devices changed during the sync; retrying once with the current list');
       devices = again;
-      await this.o.nft.apply(renderFull(target, this.renderOptions(devices), await this.o.nft.read()));
+      await this.o.nft.apply(fullTransaction(target, this.renderOptions(devices), await this.o.nft.read()));
     }
     this.appliedDevices = devices;
-    return drift;
+    this.appliedOptions = this.renderOptions(devices);
+    return differences.length > 0;
   }
 
   private async applyPartial(target: DesiredState, ids: Set<string>): Promise<undefined> {
     const delta = diff(this.applied ?? emptyState(), target, ids);
-    if (!isEmptyDelta(delta)) await this.o.nft.apply(renderDelta(delta, this.renderOptions(this.appliedDevices)));
+    if (!isEmptyDelta(delta)) await this.o.nft.apply(deltaTransaction(delta, this.renderOptions(this.appliedDevices)));
+    this.appliedOptions = this.renderOptions(this.appliedDevices);
     return undefined;
   }
 
@@ -414,8 +419,7 @@ export class Agent {
         // The kernel drops a deleted device from the flowtable by itself: start from what
         // the flowtable holds now, not from what we last wrote.
         const inKernel = (await this.o.nft.read())?.flowtables.get(FLOWTABLE)?.devices ?? this.appliedDevices;
-        const lines = deviceLines(inKernel, devices);
-        if (lines.length > 0) await this.o.nft.apply(`${lines.join('\n')}\n`);
+        await this.o.nft.apply(deviceOps(inKernel, devices));
         this.log.info({ added: devices.filter((d) => !this.appliedDevices.includes(d)), removed: this.appliedDevices.filter((d) => !devices.includes(d)) }, 'flowtable devices updated in place');
         this.appliedDevices = devices;
         this.lastSync = { kind: 'devices', ok: true, durationMs: performance.now() - started };

@@ -16,7 +16,7 @@ import { countByService, entriesByService, readConntrack } from './conntrack.ts'
 import { buildDesired } from './desired.ts';
 import { createAgentMetrics } from './metrics.ts';
 import { makeNft } from './nft.ts';
-import { renderDeleteTable } from './render.ts';
+import { DELETE_TABLE } from './render.ts';
 import { FileSource } from './sources/files.ts';
 import { DEFAULT_STATE_DIR, formatStatus, readStatus } from './status.ts';
 
@@ -219,7 +219,7 @@ export async function cleanupCommand(argv: string[]): Promise<number> {
     process.stderr.write('flowhint: table inet flowhint does not exist; nothing to clean up\n');
     return 0;
   }
-  await nft.apply(renderDeleteTable());
+  await nft.apply(DELETE_TABLE);
   process.stderr.write('flowhint: deleted table inet flowhint\n');
   return 0;
 }

@@ -1,29 +1,25 @@
 /**
- * Drift: whether the table read back (`nft -j list table inet flowhint`) has exactly the
- * objects the desired state needs. A full sync repairs the table either way; this decides
- * whether it counts as a drift repair (flowhint_agent_drift_repairs_total).
+ * Drift: how the table read back (`nft -j list table inet flowhint`) differs in content from
+ * what the agent's last transaction left: the same chains with the same rules (protocol,
+ * port, threshold), the same elements going to the same chains, the same timeout policies
+ * and flowtable devices. A full sync repairs the table either way; this decides whether it
+ * counts as a drift repair (flowhint_agent_drift_repairs_total) and says what differed.
  */
 import type { DesiredState } from './desired.ts';
 import type { ReadTable } from './nft.ts';
-import { BASE_CHAIN, FLOWTABLE, MAP, SEEN, SHORT_BASES, SHORT_MAP } from './render.ts';
+import { fullTransaction, type RenderOptions } from './render.ts';
+import { applyTransaction, tableDiff, type TableModel } from './table-model.ts';
 
-/** Whether the table read back has exactly the objects the desired state needs. */
-export function matches(current: ReadTable | undefined, target: DesiredState, flowtable: boolean, ctTimeout = false): boolean {
-  if (!current) return false;
-  const chains = new Set<string>([BASE_CHAIN, ...SHORT_BASES, ...target.chains.keys(), ...target.shortChains.keys()]);
-  const sameSet = (a: ReadonlySet<string>, b: ReadonlySet<string>) => a.size === b.size && [...a].every((x) => b.has(x));
-  if (!sameSet(current.chains, chains) || current.counters.size > 0) return false;
-  if (!current.sets.has(SEEN.ip) || !current.sets.has(SEEN.ip6)) return false;
-  if ((current.ruleCounts.get(BASE_CHAIN) ?? 0) !== 2) return false;
-  for (const c of SHORT_BASES) if ((current.ruleCounts.get(c) ?? 0) !== 2) return false;
-  for (const name of target.shortChains.keys()) if ((current.ruleCounts.get(name) ?? 0) !== (ctTimeout ? 1 : 0)) return false;
-  const short = [...target.shortOf.keys()];
-  const short4 = short.filter((k) => k.startsWith('ip ')).length;
-  if ((current.elementCounts.get(SHORT_MAP.ip) ?? 0) !== short4 || (current.elementCounts.get(SHORT_MAP.ip6) ?? 0) !== short.length - short4) return false;
-  if ((current.ctTimeouts?.size ?? 0) !== (ctTimeout ? target.shortChains.size : 0)) return false;
-  for (const [name, spec] of target.chains) if ((current.ruleCounts.get(name) ?? 0) !== spec.rules.length) return false;
-  const keys = [...target.chainOf.keys()];
-  const v4 = keys.filter((k) => k.startsWith('ip ')).length;
-  if ((current.elementCounts.get(MAP.ip) ?? 0) !== v4 || (current.elementCounts.get(MAP.ip6) ?? 0) !== keys.length - v4) return false;
-  return current.flowtables.has(FLOWTABLE) === flowtable;
+/** The table `state` rendered with `o` makes, from nothing: what the kernel should hold. */
+export function expectedTable(state: DesiredState, o: RenderOptions): TableModel | undefined {
+  return applyTransaction(undefined, fullTransaction(state, o));
+}
+
+/**
+ * Differences between the table now and the one `state` rendered with `o` makes (empty: no
+ * drift). The kernel removes a flowtable device that disappears by itself: fewer devices
+ * than programmed is not drift.
+ */
+export function drift(current: ReadTable | undefined, state: DesiredState, o: RenderOptions): string[] {
+  return tableDiff(expectedTable(state, o), current?.model, { devices: 'subset' });
 }

@@ -6,6 +6,8 @@ import { z } from 'zod';
 import type { Runner } from '../lib/exec.ts';
 import { FlowhintError } from '../lib/errors.ts';
 import { FAMILY, TABLE, type Listing } from './render.ts';
+import type { MapModel, SetModel, TableModel } from './table-model.ts';
+import { toText, type Hook, type TimeoutSpec, type Transaction } from './transaction.ts';
 
 export class NftError extends FlowhintError {
   readonly stderr: string;
@@ -23,23 +25,28 @@ export const FlowtableJson = Named.extend({ prio: z.number().optional(), dev: z.
 export function flowtableDevices(f: z.infer<typeof FlowtableJson>): string[] {
   return f.dev === undefined ? [] : Array.isArray(f.dev) ? f.dev : [f.dev];
 }
+const Hooked = Named.extend({ hook: z.string().optional(), prio: z.number().optional() });
+const ElemJson = z.array(z.unknown()).optional();
 const ListingJson = z.looseObject({
   nftables: z.array(
     z.looseObject({
-      chain: Named.optional(),
-      rule: z.looseObject({ chain: z.string() }).optional(),
-      counter: Named.extend({ packets: z.number().optional(), bytes: z.number().optional() }).optional(),
-      map: Named.extend({ elem: z.array(z.unknown()).optional() }).optional(),
-      set: Named.extend({ elem: z.array(z.unknown()).optional() }).optional(),
-      flowtable: FlowtableJson.optional(),
-      'ct timeout': Named.optional(),
+      chain: Hooked.optional(),
+      rule: z.looseObject({ chain: z.string(), expr: z.array(z.record(z.string(), z.unknown())).optional() }).optional(),
+      counter: Named.optional(),
+      map: Named.extend({ type: z.union([z.string(), z.array(z.string())]).optional(), elem: ElemJson }).optional(),
+      set: Named.extend({ type: z.union([z.string(), z.array(z.string())]).optional(), elem: ElemJson }).optional(),
+      flowtable: FlowtableJson.extend({ handle: z.number().optional() }).optional(),
+      'ct timeout': Named.extend({ protocol: z.enum(['tcp', 'udp']).optional(), l3proto: z.enum(['ip', 'ip6']).optional(), policy: z.record(z.string(), z.number()).optional() }).optional(),
     }),
   ),
 });
 
 const SeenElem = z.looseObject({ elem: z.looseObject({ val: z.string(), counter: z.looseObject({ packets: z.number() }).optional() }) });
+const Goto = z.looseObject({ goto: z.looseObject({ target: z.string() }) });
 
 export interface ReadTable extends Listing {
+  /** The table's content, compared with what it should be (agent/table-model.ts). */
+  readonly model: TableModel;
   readonly seenElements: ReadonlyMap<string, readonly string[]>;
   /** Counting-set element counters: set name -> address -> packets. */
   readonly seenCounters: ReadonlyMap<string, ReadonlyMap<string, number>>;
@@ -47,55 +54,111 @@ export interface ReadTable extends Listing {
   readonly elementCounts: ReadonlyMap<string, number>;
 }
 
+/** The views of the model the agent reads (names, counts, counting-set elements). */
+export function readTable(model: TableModel): ReadTable {
+  const elementCounts = new Map<string, number>();
+  for (const [name, m] of model.maps) elementCounts.set(name, m.elements.size);
+  return {
+    model,
+    chains: new Set(model.chains.keys()),
+    counters: new Set(model.counters),
+    ctTimeouts: new Set(model.ctTimeouts.keys()),
+    maps: new Set(model.maps.keys()),
+    sets: new Set(model.sets.keys()),
+    flowtables: new Map([...model.flowtables].map(([name, f]) => [name, { devices: [...f.devices] }])),
+    ruleCounts: new Map([...model.chains].map(([name, c]) => [name, c.rules.length])),
+    elementCounts,
+    seenElements: new Map([...model.sets].map(([name, s]) => [name, [...s.elements.keys()]])),
+    seenCounters: new Map([...model.sets].map(([name, s]) => [name, s.elements])),
+  };
+}
+
+/** A value in nft's JSON (a string, a number, a `concat`), as nft writes it in text. */
+function valueText(v: unknown): string {
+  if (typeof v === 'string' || typeof v === 'number') return String(v);
+  if (v && typeof v === 'object' && 'concat' in v && Array.isArray(v.concat)) return v.concat.map(valueText).join(' . ');
+  return exprText(v);
+}
+
+/** An expression of a rule: `meta l4proto`, `ct original ip daddr`, `th dport`, a concatenation. */
+function exprText(e: unknown): string {
+  if (!e || typeof e !== 'object') return valueText(e);
+  const o = e as Record<string, Record<string, unknown> & { key?: string; dir?: string; protocol?: string; field?: string }>;
+  if (o.meta) return `meta ${o.meta.key}`;
+  if (o.ct) return `ct ${o.ct.dir ? `${o.ct.dir} ` : ''}${o.ct.key}`;
+  if (o.payload) return `${o.payload.protocol} ${o.payload.field}`;
+  if ('concat' in o && Array.isArray(o.concat)) return o.concat.map(exprText).join(' . ');
+  return `?${JSON.stringify(e)}`;
+}
+
+/** One statement of a rule in nft's text, so the listing compares with what render.ts wrote. */
+function statementText(s: Record<string, unknown>): string {
+  const m = s.match as { op?: string; left?: unknown; right?: unknown } | undefined;
+  if (m) return `${exprText(m.left)} ${m.op === '==' || m.op === 'in' ? '' : `${m.op} `}${valueText(m.right)}`;
+  const vmap = s.vmap as { key?: unknown; data?: unknown } | undefined;
+  if (vmap) return `${exprText(vmap.key)} vmap ${valueText(vmap.data)}`;
+  const set = s.set as { op?: string; elem?: unknown; set?: unknown } | undefined;
+  if (set) return `${set.op} ${valueText(set.set)} { ${exprText(set.elem)} }`;
+  const flow = s.flow as { op?: string; flowtable?: unknown } | undefined;
+  if (flow) return `flow ${flow.op} ${valueText(flow.flowtable)}`;
+  if (typeof s['ct timeout'] === 'string') return `ct timeout set "${s['ct timeout']}"`;
+  return `?${JSON.stringify(s)}`;
+}
+
+const keyType = (t: string | string[] | undefined) => (Array.isArray(t) ? t.join(' . ') : (t ?? ''));
+
+function mapElements(elems: readonly unknown[] | undefined): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const e of elems ?? []) {
+    if (!Array.isArray(e) || e.length !== 2) continue;
+    const verdict = Goto.safeParse(e[1]);
+    out.set(valueText(e[0]), verdict.success ? verdict.data.goto.target : `?${JSON.stringify(e[1])}`);
+  }
+  return out;
+}
+
+function setElements(elems: readonly unknown[] | undefined): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const e of elems ?? []) {
+    if (typeof e === 'string') {
+      out.set(e, 0);
+      continue;
+    }
+    const p = SeenElem.safeParse(e);
+    if (p.success) out.set(p.data.elem.val, p.data.elem.counter?.packets ?? 0);
+  }
+  return out;
+}
+
+/** `nft -j list table inet flowhint` as the table model. */
 export function parseListing(json: string): ReadTable {
   const parsed = ListingJson.parse(JSON.parse(json));
-  const chains = new Set<string>();
+  const chains = new Map<string, { base?: Hook; rules: string[] }>();
+  const maps = new Map<string, MapModel>();
+  const sets = new Map<string, SetModel>();
+  const flowtables = new Map<string, { devices: Set<string>; handle: number }>();
+  const ctTimeouts = new Map<string, TimeoutSpec>();
   const counters = new Set<string>();
-  const maps = new Set<string>();
-  const sets = new Set<string>();
-  const flowtables = new Map<string, { devices: string[] }>();
-  const ruleCounts = new Map<string, number>();
-  const elementCounts = new Map<string, number>();
-  const seenElements = new Map<string, string[]>();
-  const seenCounters = new Map<string, Map<string, number>>();
-  const ctTimeouts = new Set<string>();
+  const chain = (name: string) => chains.get(name) ?? chains.set(name, { rules: [] }).get(name)!;
   for (const o of parsed.nftables) {
-    if (o['ct timeout']) ctTimeouts.add(o['ct timeout'].name);
-    if (o.chain) chains.add(o.chain.name);
-    if (o.rule) ruleCounts.set(o.rule.chain, (ruleCounts.get(o.rule.chain) ?? 0) + 1);
-    if (o.counter) {
-      counters.add(o.counter.name);
+    const t = o['ct timeout'];
+    if (t) ctTimeouts.set(t.name, { protocol: t.protocol ?? 'tcp', l3proto: t.l3proto ?? 'ip', policy: t.policy ?? {} });
+    if (o.chain) {
+      const c = chain(o.chain.name);
+      if (o.chain.hook !== undefined) c.base = { hook: o.chain.hook, priority: o.chain.prio ?? 0 };
     }
-    if (o.map) {
-      maps.add(o.map.name);
-      elementCounts.set(o.map.name, o.map.elem?.length ?? 0);
-    }
-    if (o.set) {
-      sets.add(o.set.name);
-      const addrs: string[] = [];
-      const counts = new Map<string, number>();
-      for (const e of o.set.elem ?? []) {
-        if (typeof e === 'string') {
-          addrs.push(e);
-          continue;
-        }
-        const p = SeenElem.safeParse(e);
-        if (p.success) {
-          addrs.push(p.data.elem.val);
-          counts.set(p.data.elem.val, p.data.elem.counter?.packets ?? 0);
-        }
-      }
-      seenElements.set(o.set.name, addrs);
-      seenCounters.set(o.set.name, counts);
-    }
-    if (o.flowtable) flowtables.set(o.flowtable.name, { devices: flowtableDevices(o.flowtable) });
+    if (o.rule) chain(o.rule.chain).rules.push((o.rule.expr ?? []).map(statementText).join(' '));
+    if (o.counter) counters.add(o.counter.name);
+    if (o.map) maps.set(o.map.name, { key: keyType(o.map.type), elements: mapElements(o.map.elem) });
+    if (o.set) sets.set(o.set.name, { key: keyType(o.set.type), elements: setElements(o.set.elem) });
+    if (o.flowtable) flowtables.set(o.flowtable.name, { devices: new Set(flowtableDevices(o.flowtable)), handle: o.flowtable.handle ?? 0 });
   }
-  return { chains, counters, ctTimeouts, maps, sets, flowtables, ruleCounts, elementCounts, seenElements, seenCounters };
+  return readTable({ flowtables, chains, maps, sets, ctTimeouts, counters, nextHandle: 0 });
 }
 
 export interface Nft {
   /** Apply one transaction atomically; throws NftError with nft's message on failure. */
-  apply(transaction: string): Promise<void>;
+  apply(transaction: Transaction): Promise<void>;
   /** Validate a transaction in the kernel without committing it (`nft -c`). */
   check(transaction: string): Promise<{ ok: boolean; stderr: string }>;
   /** The table as it is now, or `undefined` if it does not exist. */
@@ -108,7 +171,7 @@ export function makeNft(run: Runner, nftBinary = 'nft'): Nft {
   return {
     async apply(transaction) {
       if (transaction.length === 0) return;
-      const r = await run([nftBinary, '-f', '-'], { stdin: transaction });
+      const r = await run([nftBinary, '-f', '-'], { stdin: toText(transaction) });
       if (r.code !== 0) {
         const first = r.stderr.split('\n').find((l) => l.trim().length > 0) ?? `exit ${r.code}`;
         throw new NftError(r.code === 127 ? 'FH_NFT_MISSING' : 'FH_NFT_FAILED', `nft transaction failed: ${first}`, r.stderr);

@@ -1,5 +1,5 @@
 /**
- * nft text (pure). The agent owns exactly one table, `inet flowhint`, and nothing outside it.
+ * The agent's ruleset as a transaction (pure; agent/transaction.ts turns it into nft text). The agent owns exactly one table, `inet flowhint`, and nothing outside it.
  *
  *   table inet flowhint {
  *     flowtable fastpath { hook ingress priority filter; devices = { … }; counter; }
@@ -70,9 +70,9 @@ import type { Address } from './address.ts';
 import type { ChainSpec, Delta, DesiredState, Rule } from './desired.ts';
 import { keyToAddress } from './desired.ts';
 import { parseElementKey, timeoutObjectName, type ShortChain } from './short-lived.ts';
+import { FAMILY, TABLE, add, del, flush, toText, type Op, type Transaction } from './transaction.ts';
 
-export const FAMILY = 'inet';
-export const TABLE = 'flowhint';
+export { FAMILY, TABLE };
 export const FLOWTABLE = 'fastpath';
 export const BASE_CHAIN = 'classify';
 export const MAP = { ip: 'vips4', ip6: 'vips6' } as const;
@@ -81,7 +81,6 @@ export const SHORT_MAP = { ip: 'short4', ip6: 'short6' } as const;
 export const SHORT_BASES = ['short_pre', 'short_out'] as const;
 /** Bound on the counting sets; stale addresses are pruned at each full sync. */
 export const SEEN_SIZE = 65536;
-const T = `${FAMILY} ${TABLE}`;
 
 export interface RenderOptions {
   /** The kernel supports flowtables. When false: no flowtable and no `flow add` (degraded). */
@@ -137,161 +136,169 @@ export function ruleText(family: Address['family'], r: Rule, o: RenderOptions): 
   return o.flowtable ? `${base} flow add @${FLOWTABLE}` : base;
 }
 
-function devicesClause(devices: readonly string[]): string {
-  const ok = devices.filter(isRenderableDevice);
-  return ok.length === 0 ? '' : ` devices = { ${ok.map((d) => `"${d}"`).join(', ')} };`;
-}
+const flowtable = (devices?: readonly string[], counter?: boolean) => ({
+  type: 'flowtable' as const,
+  name: FLOWTABLE,
+  ...(devices ? { devices: devices.filter(isRenderableDevice) } : {}),
+  ...(counter ? { counter } : {}),
+});
 
-function flowtableSpec(o: RenderOptions, devices: readonly string[]): string {
-  return `{ hook ingress priority filter;${devicesClause(devices)}${o.counter ? ' counter;' : ''} }`;
-}
-
-/** Flowtable lines for a full sync: create, or adjust devices in place (never recreate needlessly). */
-function flowtableLines(o: RenderOptions, current: Listing): { before: string[]; after: string[] } {
-  const before: string[] = [];
-  const after: string[] = [];
+/** Flowtable operations for a full sync: create, or adjust devices in place (never recreate needlessly). */
+function flowtableOps(o: RenderOptions, current: Listing): { before: Op[]; after: Op[] } {
+  const before: Op[] = [];
+  const after: Op[] = [];
   const existing = current.flowtables.get(FLOWTABLE);
-  for (const name of current.flowtables.keys()) if (name !== FLOWTABLE) after.push(`delete flowtable ${T} ${name}`);
+  for (const name of current.flowtables.keys()) if (name !== FLOWTABLE) after.push(del({ type: 'flowtable', name }));
   if (!o.flowtable) {
-    if (existing) after.push(`delete flowtable ${T} ${FLOWTABLE}`);
+    if (existing) after.push(del(flowtable()));
     return { before, after };
   }
   if (!existing) {
-    before.push(`add flowtable ${T} ${FLOWTABLE} ${flowtableSpec(o, o.devices)}`);
+    before.push(add(flowtable(o.devices, o.counter)));
   } else {
     // Never recreated: that would drop every offloaded flow. (nft 1.0.6 does not list the
     // `counter` flag, so a changed --no-flowtable-counter takes effect after `flowhint cleanup`.)
-    before.push(...deviceLines(existing.devices, o.devices));
+    before.push(...deviceOps(existing.devices, o.devices));
   }
   return { before, after };
 }
 
 /** Add and remove flowtable devices in place, so offloaded flows on the others stay offloaded. */
-export function deviceLines(current: readonly string[], wanted: readonly string[]): string[] {
+export function deviceOps(current: readonly string[], wanted: readonly string[]): Op[] {
   const have = new Set(current);
   const want = new Set(wanted.filter(isRenderableDevice));
-  const add = [...want].filter((d) => !have.has(d)).sort();
-  const del = [...have].filter((d) => !want.has(d) && isRenderableDevice(d)).sort();
-  const lines: string[] = [];
-  if (del.length > 0) lines.push(`delete flowtable ${T} ${FLOWTABLE} {${devicesClause(del)} }`);
-  if (add.length > 0) lines.push(`add flowtable ${T} ${FLOWTABLE} { hook ingress priority filter;${devicesClause(add)} }`);
-  return lines;
+  const adds = [...want].filter((d) => !have.has(d)).sort();
+  const dels = [...have].filter((d) => !want.has(d) && isRenderableDevice(d)).sort();
+  const ops: Op[] = [];
+  if (dels.length > 0) ops.push(del(flowtable(dels)));
+  if (adds.length > 0) ops.push(add(flowtable(adds)));
+  return ops;
 }
 
-function chainLines(name: string, c: ChainSpec, o: RenderOptions): string[] {
-  const n = chainId(name);
-  return [`add chain ${T} ${n}`, `flush chain ${T} ${n}`, ...c.rules.map((rule) => `add rule ${T} ${n} ${ruleText(c.family, rule, o)}`)];
+/** The same as nft text (status and tests read it). */
+export function deviceLines(current: readonly string[], wanted: readonly string[]): string[] {
+  return deviceOps(current, wanted).map((op) => toText([op]).trimEnd());
+}
+
+function chainOps(name: string, c: ChainSpec, o: RenderOptions): Op[] {
+  const chain = { type: 'chain', name: chainId(name) } as const;
+  return [add(chain), flush(chain), ...c.rules.map((rule) => add({ type: 'rule', chain: chain.name, rule: ruleText(c.family, rule, o) }))];
 }
 
 /** The ct timeout object and the chain that sets it, for one (family, protocol, seconds). */
-function shortChainLines(name: string, c: ShortChain, o: RenderOptions): string[] {
-  const n = chainId(name);
-  const obj = timeoutObjectName(n);
-  const secs = int(c.seconds, 1, 600);
-  const policy = c.proto === 'udp' ? `unreplied : ${secs}, replied : ${secs}` : `fin_wait : ${secs}, close_wait : ${secs}, last_ack : ${secs}, time_wait : ${secs}, close : ${secs}`;
-  const lines = [`add chain ${T} ${n}`, `flush chain ${T} ${n}`];
-  if (o.ctTimeout === false) return lines;
-  return [`add ct timeout ${T} ${obj} { protocol ${c.proto}; l3proto ${c.family}; policy = { ${policy} }; }`, ...lines, `add rule ${T} ${n} ct timeout set "${obj}"`];
+function shortChainOps(name: string, c: ShortChain, o: RenderOptions): Op[] {
+  const chain = { type: 'chain', name: chainId(name) } as const;
+  const obj = timeoutObjectName(chain.name);
+  const secs = Number(int(c.seconds, 1, 600));
+  const states = c.proto === 'udp' ? ['unreplied', 'replied'] : ['fin_wait', 'close_wait', 'last_ack', 'time_wait', 'close'];
+  const ops = [add(chain), flush(chain)];
+  if (o.ctTimeout === false) return ops;
+  const timeout = add({ type: 'ct timeout', name: obj, spec: { protocol: c.proto, l3proto: c.family, policy: Object.fromEntries(states.map((s) => [s, secs])) } });
+  return [timeout, ...ops, add({ type: 'rule', chain: chain.name, rule: `ct timeout set "${obj}"` })];
 }
 
-function shortElement(key: string): string {
+function shortElement(key: string, goto?: string): Op['obj'] {
   const e = parseElementKey(key);
-  return `${addr(e.address)} . ${e.proto === 'tcp' ? 'tcp' : 'udp'} . ${int(e.port, 1, 65535)}`;
+  return { type: 'element', set: SHORT_MAP[e.address.family], key: [addr(e.address), e.proto === 'tcp' ? 'tcp' : 'udp', int(e.port, 1, 65535)], ...(goto ? { goto: chainId(goto) } : {}) };
 }
 
-function addShortElementLine(key: string, chain: string): string {
-  return `add element ${T} ${SHORT_MAP[parseElementKey(key).address.family]} { ${shortElement(key)} : goto ${chainId(chain)} }`;
+function vipElement(a: Address, goto?: string): Op['obj'] {
+  return { type: 'element', set: MAP[a.family], key: [addr(a)], ...(goto ? { goto: chainId(goto) } : {}) };
 }
 
-function deleteShortElementLine(key: string): string {
-  return `delete element ${T} ${SHORT_MAP[parseElementKey(key).address.family]} { ${shortElement(key)} }`;
-}
+const rule = (chain: string, text: string): Op => add({ type: 'rule', chain, rule: text });
 
-function shortBaseRules(): string[] {
-  return SHORT_BASES.flatMap((c) => [
-    `add rule ${T} ${c} ct state new ip daddr . meta l4proto . th dport vmap @${SHORT_MAP.ip}`,
-    `add rule ${T} ${c} ct state new ip6 daddr . meta l4proto . th dport vmap @${SHORT_MAP.ip6}`,
-  ]);
-}
-
-function addElementLine(a: Address, chain: string): string {
-  return `add element ${T} ${MAP[a.family]} { ${addr(a)} : goto ${chainId(chain)} }`;
-}
-
-function deleteElementLine(a: Address): string {
-  return `delete element ${T} ${MAP[a.family]} { ${addr(a)} }`;
-}
-
-/** Objects every ruleset has, besides the per-address chains and per-Service counters. */
-function skeleton(): string[] {
+function baseRules(): Op[] {
   return [
-    `add table ${T}`,
-    `add map ${T} ${MAP.ip} { type ipv4_addr : verdict; }`,
-    `add map ${T} ${MAP.ip6} { type ipv6_addr : verdict; }`,
-    `add set ${T} ${SEEN.ip} { type ipv4_addr; size ${SEEN_SIZE}; flags dynamic; counter; }`,
-    `add set ${T} ${SEEN.ip6} { type ipv6_addr; size ${SEEN_SIZE}; flags dynamic; counter; }`,
-    `add chain ${T} ${BASE_CHAIN} { type filter hook forward priority filter + 10; policy accept; }`,
-    `add map ${T} ${SHORT_MAP.ip} { type ipv4_addr . inet_proto . inet_service : verdict; }`,
-    `add map ${T} ${SHORT_MAP.ip6} { type ipv6_addr . inet_proto . inet_service : verdict; }`,
-    `add chain ${T} short_pre { type filter hook prerouting priority -150; policy accept; }`,
-    `add chain ${T} short_out { type filter hook output priority -150; policy accept; }`,
+    rule(BASE_CHAIN, `ct state established ct status dnat ct original ip daddr vmap @${MAP.ip}`),
+    rule(BASE_CHAIN, `ct state established ct status dnat ct original ip6 daddr vmap @${MAP.ip6}`),
+    ...SHORT_BASES.flatMap((c) => [
+      rule(c, `ct state new ip daddr . meta l4proto . th dport vmap @${SHORT_MAP.ip}`),
+      rule(c, `ct state new ip6 daddr . meta l4proto . th dport vmap @${SHORT_MAP.ip6}`),
+    ]),
   ];
 }
+
+/** Objects every ruleset has, besides the per-address chains. */
+function skeleton(): Op[] {
+  return [
+    add({ type: 'map', name: MAP.ip, key: 'ipv4_addr' }),
+    add({ type: 'map', name: MAP.ip6, key: 'ipv6_addr' }),
+    add({ type: 'set', name: SEEN.ip, key: 'ipv4_addr', size: SEEN_SIZE }),
+    add({ type: 'set', name: SEEN.ip6, key: 'ipv6_addr', size: SEEN_SIZE }),
+    add({ type: 'chain', name: BASE_CHAIN, base: { hook: 'forward', priority: 10 } }),
+    add({ type: 'map', name: SHORT_MAP.ip, key: 'ipv4_addr . inet_proto . inet_service' }),
+    add({ type: 'map', name: SHORT_MAP.ip6, key: 'ipv6_addr . inet_proto . inet_service' }),
+    add({ type: 'chain', name: SHORT_BASES[0], base: { hook: 'prerouting', priority: -150 } }),
+    add({ type: 'chain', name: SHORT_BASES[1], base: { hook: 'output', priority: -150 } }),
+  ];
+}
+
+const byName = <V>(m: ReadonlyMap<string, V>) => [...m].sort(([a], [b]) => a.localeCompare(b));
 
 /**
  * One atomic transaction that makes the table exactly the desired state, whatever is there
  * now. It flushes and refills, keeping the flowtable (so offloaded flows stay offloaded)
  * and the counting sets' elements for addresses that remain.
  */
-export function renderFull(state: DesiredState, o: RenderOptions, current: Listing = EMPTY_LISTING): string {
-  const ft = flowtableLines(o, current);
+export function fullTransaction(state: DesiredState, o: RenderOptions, current: Listing = EMPTY_LISTING): Transaction {
+  const ft = flowtableOps(o, current);
   const wantedChains = new Set<string>([BASE_CHAIN, ...SHORT_BASES, ...state.chains.keys(), ...state.shortChains.keys()]);
   const ownMaps = new Set<string>([MAP.ip, MAP.ip6, SHORT_MAP.ip, SHORT_MAP.ip6]);
   const ownSets = new Set<string>([SEEN.ip, SEEN.ip6]);
   const wantedTimeouts = new Set(o.ctTimeout === false ? [] : [...state.shortChains.keys()].map(timeoutObjectName));
-  const lines: string[] = [`add table ${T}`, ...ft.before, ...skeleton().slice(1)];
-  lines.push(`flush chain ${T} ${BASE_CHAIN}`, ...SHORT_BASES.map((c) => `flush chain ${T} ${c}`), ...[...ownMaps].map((m) => `flush map ${T} ${m}`));
-  for (const c of [...current.chains].sort()) if (!wantedChains.has(c)) lines.push(`flush chain ${T} ${c}`);
-  for (const m of [...current.maps].sort()) if (!ownMaps.has(m)) lines.push(`flush map ${T} ${m}`);
-  for (const [name, spec] of [...state.chains].sort(([a], [b]) => a.localeCompare(b))) lines.push(...chainLines(name, spec, o));
-  for (const [name, spec] of [...state.shortChains].sort(([a], [b]) => a.localeCompare(b))) lines.push(...shortChainLines(name, spec, o));
-  for (const [key, chain] of [...state.chainOf].sort(([a], [b]) => a.localeCompare(b))) lines.push(addElementLine(keyToAddress(key), chain));
-  for (const [key, chain] of [...state.shortOf].sort(([a], [b]) => a.localeCompare(b))) lines.push(addShortElementLine(key, chain));
-  lines.push(
-    `add rule ${T} ${BASE_CHAIN} ct state established ct status dnat ct original ip daddr vmap @${MAP.ip}`,
-    `add rule ${T} ${BASE_CHAIN} ct state established ct status dnat ct original ip6 daddr vmap @${MAP.ip6}`,
-    ...shortBaseRules(),
-  );
-  for (const c of [...current.chains].sort()) if (!wantedChains.has(c)) lines.push(`delete chain ${T} ${c}`);
-  for (const m of [...current.maps].sort()) if (!ownMaps.has(m)) lines.push(`delete map ${T} ${m}`);
-  for (const c of [...(current.ctTimeouts ?? [])].sort()) if (!wantedTimeouts.has(c)) lines.push(`delete ct timeout ${T} ${c}`);
-  for (const s of [...current.sets].sort()) if (!ownSets.has(s)) lines.push(`delete set ${T} ${s}`);
-  for (const c of [...current.counters].sort()) lines.push(`delete counter ${T} ${c}`);
+  const stale = (names: Iterable<string>, keep: ReadonlySet<string>) => [...names].sort().filter((n) => !keep.has(n));
+  const ops: Op[] = [add({ type: 'table' }), ...ft.before, ...skeleton()];
+  ops.push(...[BASE_CHAIN, ...SHORT_BASES].map((name) => flush({ type: 'chain', name })), ...[...ownMaps].map((name) => flush({ type: 'map', name })));
+  for (const name of stale(current.chains, wantedChains)) ops.push(flush({ type: 'chain', name }));
+  for (const name of stale(current.maps, ownMaps)) ops.push(flush({ type: 'map', name }));
+  for (const [name, spec] of byName(state.chains)) ops.push(...chainOps(name, spec, o));
+  for (const [name, spec] of byName(state.shortChains)) ops.push(...shortChainOps(name, spec, o));
+  for (const [key, chain] of byName(state.chainOf)) ops.push(add(vipElement(keyToAddress(key), chain)));
+  for (const [key, chain] of byName(state.shortOf)) ops.push(add(shortElement(key, chain)));
+  ops.push(...baseRules());
+  for (const name of stale(current.chains, wantedChains)) ops.push(del({ type: 'chain', name }));
+  for (const name of stale(current.maps, ownMaps)) ops.push(del({ type: 'map', name }));
+  for (const name of stale(current.ctTimeouts ?? [], wantedTimeouts)) ops.push(del({ type: 'ct timeout', name }));
+  for (const name of stale(current.sets, ownSets)) ops.push(del({ type: 'set', name }));
+  for (const name of [...current.counters].sort()) ops.push(del({ type: 'counter', name }));
   for (const family of ['ip', 'ip6'] as const) {
-    const stale = (current.seenElements?.get(SEEN[family]) ?? []).filter((a) => !state.chainOf.has(`${family} ${a}`));
-    if (stale.length > 0) lines.push(`delete element ${T} ${SEEN[family]} { ${stale.map((a) => addr({ family, addr: a })).join(', ')} }`);
+    for (const a of current.seenElements?.get(SEEN[family]) ?? []) {
+      if (!state.chainOf.has(`${family} ${a}`)) ops.push(del({ type: 'element', set: SEEN[family], key: [addr({ family, addr: a })] }));
+    }
   }
-  lines.push(...ft.after);
-  return `${lines.join('\n')}\n`;
+  ops.push(...ft.after);
+  return ops;
 }
 
 /** An incremental transaction: only the chains and elements that changed. */
-export function renderDelta(delta: Delta, o: RenderOptions): string {
-  const lines: string[] = [];
-  for (const c of delta.addChains) lines.push(...chainLines(c.name, c.spec, o));
-  for (const c of delta.addShortChains) lines.push(...shortChainLines(c.name, c.spec, o));
-  for (const a of delta.removeElements) lines.push(deleteElementLine(a));
-  for (const k of delta.removeShortElements) lines.push(deleteShortElementLine(k));
-  for (const e of delta.addElements) lines.push(addElementLine(e.address, e.chain));
-  for (const e of delta.addShortElements) lines.push(addShortElementLine(e.key, e.chain));
-  for (const c of delta.removeChains) lines.push(`delete chain ${T} ${chainId(c)}`);
+export function deltaTransaction(delta: Delta, o: RenderOptions): Transaction {
+  const ops: Op[] = [];
+  for (const c of delta.addChains) ops.push(...chainOps(c.name, c.spec, o));
+  for (const c of delta.addShortChains) ops.push(...shortChainOps(c.name, c.spec, o));
+  for (const a of delta.removeElements) ops.push(del(vipElement(a)));
+  for (const k of delta.removeShortElements) ops.push(del(shortElement(k)));
+  for (const e of delta.addElements) ops.push(add(vipElement(e.address, e.chain)));
+  for (const e of delta.addShortElements) ops.push(add(shortElement(e.key, e.chain)));
+  for (const name of delta.removeChains) ops.push(del({ type: 'chain', name: chainId(name) }));
   for (const c of delta.removeShortChains) {
-    lines.push(`delete chain ${T} ${chainId(c)}`);
-    if (o.ctTimeout !== false) lines.push(`delete ct timeout ${T} ${timeoutObjectName(chainId(c))}`);
+    ops.push(del({ type: 'chain', name: chainId(c) }));
+    if (o.ctTimeout !== false) ops.push(del({ type: 'ct timeout', name: timeoutObjectName(chainId(c)) }));
   }
-  return lines.length === 0 ? '' : `${lines.join('\n')}\n`;
+  return ops;
+}
+
+export const DELETE_TABLE: Transaction = [del({ type: 'table' })];
+
+/** The same transactions as `nft -f` text, for the dry run, the demo and the golden files. */
+export function renderFull(state: DesiredState, o: RenderOptions, current: Listing = EMPTY_LISTING): string {
+  return toText(fullTransaction(state, o, current));
+}
+
+export function renderDelta(delta: Delta, o: RenderOptions): string {
+  return toText(deltaTransaction(delta, o));
 }
 
 export function renderDeleteTable(): string {
-  return `delete table ${T}\n`;
+  return toText(DELETE_TABLE);
 }

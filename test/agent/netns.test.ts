@@ -12,7 +12,9 @@ import { createAgentMetrics } from '../../agent/metrics.ts';
 import { makeNft } from '../../agent/nft.ts';
 import { FileSource } from '../../agent/sources/files.ts';
 import { silentLogger } from '../../lib/log.ts';
+import { capturedLogs } from '../helpers/logs.ts';
 import { createNetns, type Netns } from '../helpers/netns.ts';
+import { expectOffloads, offloads, viewText } from '../helpers/table-view.ts';
 
 const yaml = (name: string, ip: string, extra = '') => `apiVersion: v1
 kind: Service
@@ -26,7 +28,7 @@ spec:
   ports: [{port: 80, protocol: TCP}, {port: 53, protocol: UDP, nodePort: 30053}]
 `;
 
-function setup(t: { teardown: (fn: () => void) => void }, nftBinary = 'nft') {
+function setup(t: { teardown: (fn: () => void) => void }, nftBinary = 'nft', logger = silentLogger()) {
   const ns = createNetns();
   const dir = mkdtempSync(join(tmpdir(), 'flowhint-svcs-'));
   const state = mkdtempSync(join(tmpdir(), 'flowhint-state-'));
@@ -38,7 +40,7 @@ function setup(t: { teardown: (fn: () => void) => void }, nftBinary = 'nft') {
   const metrics = createAgentMetrics({ defaultMetrics: false });
   const make = () => {
     const source = new FileSource({ dir, logger: silentLogger(), pollMs: 60_000 });
-    const agent = new Agent({ run: ns.run, nft: makeNft(ns.run, nftBinary), source, logger: silentLogger(), metrics, defaultThreshold: 20, devices: {}, counter: true, stateDir: state, backoff: { initialMs: 10, maxMs: 50 } });
+    const agent = new Agent({ run: ns.run, nft: makeNft(ns.run, nftBinary), source, logger, metrics, defaultThreshold: 20, devices: {}, counter: true, stateDir: state, backoff: { initialMs: 10, maxMs: 50 } });
     return { agent, source };
   };
   return { ns, dir, state, metrics, make };
@@ -106,6 +108,58 @@ t.test('full, then incremental; drift repaired; restart idempotent', async (t) =
   t.equal(r.drift, false, 'a new agent finds no drift in a good table');
   t.equal(list(ns), good, 'restart leaves the ruleset unchanged');
   await again.agent.stop();
+});
+
+t.test('a table tampered in place (an element re-pointed, a port changed) is drift: logged, counted, repaired', async (t) => {
+  const { logger, lines } = capturedLogs();
+  const { ns, dir, metrics, make } = setup(t, 'nft', logger);
+  writeFileSync(join(dir, 'a.yaml'), yaml('a', '10.96.0.10'));
+  writeFileSync(join(dir, 'b.yaml'), yaml('b', '10.96.0.11', ', flowhint.dev/offload-after-packets: "500"'));
+  const { agent } = make();
+  await agent.prepare();
+  t.ok((await agent.sync()).ok);
+  const good = list(ns);
+  // Written from the manifests: each address, its ports, its threshold (degraded: no flow add).
+  const want = viewText(expectOffloads([
+    { addrs: ['10.96.0.10'], ports: [{ port: 80 }, { proto: 'udp', port: 53 }] },
+    { addrs: ['10.96.0.11'], ports: [{ port: 80, threshold: 500 }, { proto: 'udp', port: 53, threshold: 500 }] },
+  ], false));
+  const view = async () => viewText(Object.fromEntries(Object.entries(offloads((await makeNft(ns.run).read())?.model)).filter(([a]) => a.startsWith('10.96.'))));
+  t.equal(await view(), want, 'programmed as the manifests say');
+  const full = async () => {
+    (agent as unknown as { needFull: boolean }).needFull = true;
+    return agent.sync();
+  };
+  const chainOf = (addr: string) => new RegExp(`${addr.replace(/\./g, '\\.')} : goto (v4_[0-9a-f]{16})`).exec(list(ns))?.[1] ?? '';
+  const chainA = chainOf('10.96.0.10');
+  const chainB = chainOf('10.96.0.11');
+  t.not(chainA, chainB, 'two thresholds, two chains');
+
+  // 1. One element re-pointed to the other existing chain: same objects, same counts.
+  ns.sh('nft', '-f', '-', `delete element inet flowhint vips4 { 10.96.0.10 }\nadd element inet flowhint vips4 { 10.96.0.10 : goto ${chainB} }\n`);
+  t.not(await view(), want, 'tampered');
+  const r1 = await full();
+  t.equal(r1.drift, true, 'the next full sync reports drift');
+  t.equal(await view(), want, 'and repairs it');
+  t.equal(list(ns), good);
+
+  // 2. One rule's port changed, in place (replace by handle).
+  const handle = /proto-dst 80 .*# handle (\d+)/.exec(ns.sh('nft', '-a', 'list', 'chain', 'inet', 'flowhint', chainA))?.[1];
+  t.ok(handle, 'found the rule');
+  ns.sh('nft', 'replace', 'rule', 'inet', 'flowhint', chainA, 'handle', handle ?? '0', 'meta', 'l4proto', 'tcp', 'ct', 'original', 'proto-dst', '8080', 'ct', 'packets', 'gt', '20', 'update', '@seen4', '{', 'ct', 'original', 'ip', 'daddr', '}');
+  t.match(list(ns), /proto-dst 8080/, 'tampered');
+  const r2 = await full();
+  t.equal(r2.drift, true, 'the next full sync reports drift');
+  t.equal(await view(), want, 'and repairs it');
+  t.equal(list(ns), good);
+
+  const synced = lines.filter((l) => l.msg === 'synced');
+  t.same(synced.map((l) => l.drift), [false, true, true], '"drift":true in the log lines of the two repairs');
+  const warned = lines.filter((l) => Array.isArray(l.differences)).map((l) => (l.differences as string[]).join(' | '));
+  t.match(warned[0], /map vips4: 10\.96\.0\.10 goes to v4_/, 'says which element');
+  t.match(warned[1], /proto-dst 8080/, 'says which rule');
+  t.match(await metrics.registry.getSingleMetricAsString('flowhint_agent_drift_repairs_total'), /flowhint_agent_drift_repairs_total 2/);
+  await agent.stop();
 });
 
 t.test('a failing transaction keeps the previous ruleset; the retry is full and recovers', async (t) => {

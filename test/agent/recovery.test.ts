@@ -29,7 +29,7 @@ t.test('recovery after each fault: the table converges on the change made during
   const change = () => {
     n += 1;
     k.api.apply(apiService({ name: `s${n}`, clusterIPs: [`10.96.2.${n}`], ports: [{ port: 1000 + n }] }));
-    want[`demo/s${n}`] = 1000 + n;
+    want[`demo/s${n}`] = { addr: `10.96.2.${n}`, port: 1000 + n };
   };
   change();
   await k.agent.prepare();

@@ -6,7 +6,6 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent } from '../../agent/agent.ts';
-import { matches } from '../../agent/drift.ts';
 import { createAgentMetrics } from '../../agent/metrics.ts';
 import { makeNft } from '../../agent/nft.ts';
 import { KubeSource } from '../../agent/sources/kube.ts';
@@ -14,6 +13,7 @@ import { silentLogger } from '../../lib/log.ts';
 import { FakeApiServer, fakeKubeConfig } from './fake-apiserver.ts';
 import { createNetns, type Netns } from './netns.ts';
 import { svc, type SvcSpec } from './agent.ts';
+import { expectOffloads, offloads, viewText } from './table-view.ts';
 
 export interface KubeAgent {
   api: FakeApiServer;
@@ -21,15 +21,15 @@ export interface KubeAgent {
   ns: Netns;
   /** `nft list table inet flowhint`, byte for byte. */
   table(): string;
-  /** Whether the agent wants exactly these Services (namespace/name -> port) and the table is that. */
+  /** Whether the table does exactly what these Services ask for (read from nft, not from the agent). */
   converged(want: Expected): Promise<boolean>;
   /** Poll `converged` until true; the time it took in ms (a liveness deadline, not a target). */
   timeToConverge(want: Expected, deadlineMs: number): Promise<number>;
   restarts(): number;
 }
 
-/** namespace/name -> the Service's (one) port. */
-export type Expected = Record<string, number>;
+/** namespace/name -> the Service's (one) address and TCP port. */
+export type Expected = Record<string, { addr: string; port: number }>;
 
 export interface KubeAgentOptions {
   resyncMs?: number;
@@ -67,9 +67,9 @@ export async function startKubeAgent(t: { teardown: (fn: () => Promise<void> | v
   });
   const nft = makeNft(ns.run);
   const converged = async (want: Expected) => {
-    const show = (e: Array<[string, number | undefined]>) => e.map(([k, p]) => `${k}:${p}`).sort().join(',');
-    const have = show([...agent.state.services.values()].map((e) => [e.key, e.ports[0]?.port]));
-    return have === show(Object.entries(want)) && agent.lastSync?.ok === true && matches(await nft.read(), agent.state, false);
+    // This kernel has no flowtables: the rules carry no `flow add` (degraded mode).
+    const expected = expectOffloads(Object.values(want).map((w) => ({ addrs: [w.addr], ports: [{ port: w.port }] })), false);
+    return agent.lastSync?.ok === true && viewText(offloads((await nft.read())?.model)) === viewText(expected);
   };
   return {
     api,
@@ -113,7 +113,7 @@ export async function runOutage(t: { teardown: (fn: () => Promise<void> | void) 
   k.api.apply(apiService({ name: 'l', clusterIPs: ['10.96.1.2'], ports: [{ port: 80 }] }));
   await k.agent.prepare();
   k.agent.startLoops();
-  await k.timeToConverge({ 'demo/k': 80, 'demo/l': 80 }, 30_000);
+  await k.timeToConverge({ 'demo/k': { addr: '10.96.1.1', port: 80 }, 'demo/l': { addr: '10.96.1.2', port: 80 } }, 30_000);
   const before = k.table();
   const restarts0 = k.restarts();
   const watches = () => k.api.requests.filter((r) => r.query.watch === 'true').length;
@@ -141,6 +141,6 @@ export async function runOutage(t: { teardown: (fn: () => Promise<void> | void) 
   const watchRequestsDuring = watches() - watches0;
   if (mode === 'refused') await k.api.resume();
   else k.api.respond();
-  const recoveryMs = await k.timeToConverge({ 'demo/l': 8080, 'demo/m': 443 }, 120_000);
+  const recoveryMs = await k.timeToConverge({ 'demo/l': { addr: '10.96.1.2', port: 8080 }, 'demo/m': { addr: '10.96.1.3', port: 443 } }, 120_000);
   return { samples, differing, resyncsDuring: syncTimes.size, restartsDuring, watchRequestsDuring, recoveryMs };
 }

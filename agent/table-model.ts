@@ -1,0 +1,302 @@
+/**
+ * The table as data (pure): what `inet flowhint` holds, in one model that three things
+ * produce and one comparison reads.
+ *
+ * - `nft -j list table inet flowhint` (agent/nft.ts parses the listing into it);
+ * - `applyTransaction`, which applies a transaction (agent/transaction.ts) with the nft
+ *   semantics that matter to us, as knftables' Fake does: a failed transaction changes
+ *   nothing; a missing object, a `goto` to a missing chain, a missing device, a rule naming
+ *   a missing set, map, flowtable or timeout fail it; deleting something still referenced
+ *   fails it (a chain's own rules go with it); an element re-added with another verdict
+ *   fails it ("File exists"). The agent uses it to know what its last transaction left;
+ *   the tests' fake nft (test/helpers/fake-nft.ts) is this and a failure switch;
+ * - `tableDiff`, which compares two models by content: the same chains with the same rules
+ *   in the same order, the same elements with the same verdicts, the same timeout
+ *   policies, the same flowtable devices. Kernel handles and the counting sets' dynamic
+ *   elements are not content.
+ *
+ * Rules are compared as nft text: render.ts writes them, and nft.ts turns the listing's
+ * JSON expressions back into the same words, so a changed port, protocol or threshold is a
+ * different rule.
+ */
+import type { Hook, Op, TimeoutSpec, Transaction } from './transaction.ts';
+import { keyText } from './transaction.ts';
+
+export interface ChainModel {
+  readonly base?: Hook | undefined;
+  readonly rules: readonly string[];
+}
+
+export interface FlowtableModel {
+  readonly devices: ReadonlySet<string>;
+  /** Assigned when created; a recreated flowtable (every offloaded flow dropped) has a new one. */
+  readonly handle: number;
+}
+
+export interface MapModel {
+  readonly key: string;
+  /** Element key -> the chain it jumps to (`goto`). */
+  readonly elements: ReadonlyMap<string, string>;
+}
+
+export interface SetModel {
+  readonly key: string;
+  /** Element -> packets its counter has seen. */
+  readonly elements: ReadonlyMap<string, number>;
+}
+
+export interface TableModel {
+  readonly flowtables: ReadonlyMap<string, FlowtableModel>;
+  readonly chains: ReadonlyMap<string, ChainModel>;
+  readonly maps: ReadonlyMap<string, MapModel>;
+  readonly sets: ReadonlyMap<string, SetModel>;
+  readonly ctTimeouts: ReadonlyMap<string, TimeoutSpec>;
+  readonly counters: ReadonlySet<string>;
+  /** The next handle the "kernel" gives. */
+  readonly nextHandle: number;
+}
+
+export function emptyModel(): TableModel {
+  return { flowtables: new Map(), chains: new Map(), maps: new Map(), sets: new Map(), ctTimeouts: new Map(), counters: new Set(), nextHandle: 1 };
+}
+
+/** What nft says when the kernel refuses; the fake prints the same words. */
+export class TransactionError extends Error {
+  constructor(op: Op, reason: 'No such file or directory' | 'Device or resource busy' | 'File exists', detail: string) {
+    super(`Error: Could not process rule: ${reason} (${detail}: ${op.verb} ${op.obj.type}${'name' in op.obj ? ` ${op.obj.name}` : ''})`);
+    this.name = 'TransactionError';
+  }
+}
+
+/** Host facts a transaction depends on: the network devices that exist. */
+export interface ApplyEnv {
+  /** Devices that exist; undefined: any. */
+  readonly devices?: ReadonlySet<string> | undefined;
+}
+
+interface Mutable {
+  exists: boolean;
+  flowtables: Map<string, { devices: Set<string>; handle: number }>;
+  chains: Map<string, { base?: Hook | undefined; rules: string[] }>;
+  maps: Map<string, { key: string; elements: Map<string, string> }>;
+  sets: Map<string, { key: string; elements: Map<string, number> }>;
+  ctTimeouts: Map<string, TimeoutSpec>;
+  counters: Set<string>;
+  nextHandle: number;
+}
+
+function thaw(m: TableModel | undefined): Mutable {
+  const copy = <V>(x: ReadonlyMap<string, { key: string; elements: ReadonlyMap<string, V> }>) => new Map([...x].map(([k, v]) => [k, { key: v.key, elements: new Map(v.elements) }]));
+  const s = m ?? emptyModel();
+  return {
+    exists: m !== undefined,
+    flowtables: new Map([...s.flowtables].map(([k, v]) => [k, { devices: new Set(v.devices), handle: v.handle }])),
+    chains: new Map([...s.chains].map(([k, v]) => [k, { base: v.base, rules: [...v.rules] }])),
+    maps: copy(s.maps),
+    sets: copy(s.sets),
+    ctTimeouts: new Map(s.ctTimeouts),
+    counters: new Set(s.counters),
+    nextHandle: s.nextHandle,
+  };
+}
+
+function freeze(m: Mutable): TableModel {
+  const { exists: _, ...rest } = m;
+  return rest;
+}
+
+/** `@name` references and quoted timeout names in a rule. */
+function references(rule: string): { objects: string[]; timeouts: string[] } {
+  return { objects: [...rule.matchAll(/@([A-Za-z0-9_]+)/g)].map((x) => x[1]!), timeouts: [...rule.matchAll(/ct timeout set "([^"]+)"/g)].map((x) => x[1]!) };
+}
+
+function referenced(m: Mutable, test: (rule: string) => boolean): boolean {
+  return [...m.chains.values()].some((c) => c.rules.some(test));
+}
+
+function applyOp(m: Mutable, op: Op, env: ApplyEnv): void {
+  const o = op.obj;
+  const enoent = (detail: string) => new TransactionError(op, 'No such file or directory', detail);
+  const ebusy = (detail: string) => new TransactionError(op, 'Device or resource busy', detail);
+  if (o.type === 'table') {
+    if (op.verb === 'add') m.exists = true;
+    else if (!m.exists) throw enoent('no such table');
+    else if (op.verb === 'delete') Object.assign(m, thaw(undefined), { nextHandle: m.nextHandle });
+    else for (const c of m.chains.values()) c.rules = [];
+    return;
+  }
+  if (!m.exists) throw enoent('no such table');
+  switch (o.type) {
+    case 'flowtable': {
+      const ft = m.flowtables.get(o.name);
+      if (op.verb === 'add') {
+        const missing = (o.devices ?? []).filter((d) => env.devices && !env.devices.has(d));
+        if (missing.length > 0) throw enoent(`no device ${missing.join(', ')}`);
+        if (ft) for (const d of o.devices ?? []) ft.devices.add(d);
+        else m.flowtables.set(o.name, { devices: new Set(o.devices ?? []), handle: m.nextHandle++ });
+      } else if (!ft) {
+        throw enoent('no such flowtable');
+      } else if (o.devices) {
+        for (const d of o.devices) if (!ft.devices.delete(d)) throw enoent(`device ${d} not in the flowtable`);
+      } else if (op.verb === 'delete') {
+        if (referenced(m, (r) => references(r).objects.includes(o.name))) throw ebusy('a rule uses it');
+        m.flowtables.delete(o.name);
+      }
+      return;
+    }
+    case 'chain': {
+      const c = m.chains.get(o.name);
+      if (op.verb === 'add') {
+        if (!c) m.chains.set(o.name, { base: o.base, rules: [] });
+      } else if (!c) {
+        throw enoent('no such chain');
+      } else if (op.verb === 'flush') {
+        c.rules = [];
+      } else {
+        // The kernel deletes the chain's rules with it; a jump or goto to it holds it.
+        if ([...m.maps.values()].some((s) => [...s.elements.values()].includes(o.name))) throw ebusy('an element jumps to it');
+        m.chains.delete(o.name);
+      }
+      return;
+    }
+    case 'map':
+    case 'set': {
+      const all: Map<string, { key: string; elements: Map<string, unknown> }> = o.type === 'map' ? m.maps : m.sets;
+      const s = all.get(o.name);
+      if (op.verb === 'add') {
+        if (!s) all.set(o.name, { key: o.key ?? '', elements: new Map() });
+      } else if (!s) {
+        throw enoent(`no such ${o.type}`);
+      } else if (op.verb === 'flush') {
+        s.elements.clear();
+      } else {
+        if (referenced(m, (r) => references(r).objects.includes(o.name))) throw ebusy('a rule uses it');
+        all.delete(o.name);
+      }
+      return;
+    }
+    case 'rule': {
+      const c = m.chains.get(o.chain);
+      if (!c) throw enoent('no such chain');
+      const refs = references(o.rule);
+      for (const name of refs.objects) if (!m.maps.has(name) && !m.sets.has(name) && !m.flowtables.has(name)) throw enoent(`no set, map or flowtable ${name}`);
+      for (const name of refs.timeouts) if (!m.ctTimeouts.has(name)) throw enoent(`no ct timeout ${name}`);
+      if (op.verb !== 'add') throw enoent('rules are deleted by handle, which this model does not use');
+      c.rules.push(o.rule);
+      return;
+    }
+    case 'element': {
+      const map = m.maps.get(o.set);
+      const s = map ?? m.sets.get(o.set);
+      if (!s) throw enoent('no such set or map');
+      const key = keyText(o.key);
+      if (s.key && s.key.split(' . ').length !== o.key.length) throw enoent(`key ${key} does not fit ${s.key}`);
+      if (op.verb === 'delete') {
+        if (!s.elements.delete(key)) throw enoent(`no element ${key}`);
+        return;
+      }
+      if (!map) {
+        if (!m.sets.get(o.set)!.elements.has(key)) m.sets.get(o.set)!.elements.set(key, 0);
+        return;
+      }
+      if (!o.goto || !m.chains.has(o.goto)) throw enoent(`no chain ${o.goto ?? '(none)'}`);
+      const have = map.elements.get(key);
+      if (have !== undefined && have !== o.goto) throw new TransactionError(op, 'File exists', `element ${key} goes to ${have}`);
+      map.elements.set(key, o.goto);
+      return;
+    }
+    case 'ct timeout': {
+      if (op.verb === 'add') {
+        if (!m.ctTimeouts.has(o.name) && o.spec) m.ctTimeouts.set(o.name, o.spec);
+      } else if (!m.ctTimeouts.has(o.name)) {
+        throw enoent('no such ct timeout');
+      } else {
+        if (referenced(m, (r) => references(r).timeouts.includes(o.name))) throw ebusy('a rule uses it');
+        m.ctTimeouts.delete(o.name);
+      }
+      return;
+    }
+    case 'counter': {
+      if (op.verb === 'add') m.counters.add(o.name);
+      else if (!m.counters.delete(o.name)) throw enoent('no such counter');
+      return;
+    }
+  }
+}
+
+/**
+ * Apply one transaction to the table (undefined: the table does not exist). All or
+ * nothing: it returns the new table, or throws a TransactionError and `table` is untouched.
+ */
+export function applyTransaction(table: TableModel | undefined, tx: Transaction, env: ApplyEnv = {}): TableModel | undefined {
+  const m = thaw(table);
+  for (const op of tx) applyOp(m, op, env);
+  return m.exists ? freeze(m) : undefined;
+}
+
+/**
+ * The kernel's default timeouts (seconds; nf_conntrack_proto_tcp.c and _udp.c, Linux 6.1).
+ * `nft list` shows only the states of a policy that differ from these.
+ */
+const KERNEL_DEFAULTS: Readonly<Record<'tcp' | 'udp', Readonly<Record<string, number>>>> = {
+  tcp: { syn_sent: 120, syn_recv: 60, established: 432000, fin_wait: 120, close_wait: 60, last_ack: 30, time_wait: 120, close: 10, syn_sent2: 120, retrans: 300, unack: 300 },
+  udp: { unreplied: 30, replied: 120 },
+};
+
+/** The same policy, counting a state the listing leaves out as the kernel's default. */
+function sameTimeout(want: TimeoutSpec, have: TimeoutSpec): boolean {
+  if (want.protocol !== have.protocol || want.l3proto !== have.l3proto) return false;
+  const defaults = KERNEL_DEFAULTS[want.protocol];
+  const states = new Set([...Object.keys(want.policy), ...Object.keys(have.policy)]);
+  return [...states].every((s) => (want.policy[s] ?? defaults[s]) === (have.policy[s] ?? defaults[s]));
+}
+
+const hookText = (h: Hook | undefined) => (h ? `${h.hook} ${h.priority}` : 'regular');
+
+/**
+ * Differences in content between what the table should hold and what it holds, as short
+ * sentences (empty: the same). Counting-set elements, handles and set sizes are ignored;
+ * `devices: 'subset'` accepts fewer flowtable devices than expected (the kernel drops a
+ * device that disappears, which is not drift).
+ */
+export function tableDiff(want: TableModel | undefined, have: TableModel | undefined, o: { devices?: 'exact' | 'subset' } = {}): string[] {
+  if (!want || !have) return want === have ? [] : [want ? 'the table is missing' : 'the table exists but should not'];
+  const out: string[] = [];
+  const names = (a: ReadonlyMap<string, unknown>, b: ReadonlyMap<string, unknown>, what: string) => {
+    for (const k of a.keys()) if (!b.has(k)) out.push(`${what} ${k} is missing`);
+    for (const k of b.keys()) if (!a.has(k)) out.push(`${what} ${k} should not exist`);
+  };
+  names(want.chains, have.chains, 'chain');
+  for (const [name, w] of want.chains) {
+    const h = have.chains.get(name);
+    if (!h) continue;
+    if (hookText(w.base) !== hookText(h.base)) out.push(`chain ${name} hooks ${hookText(h.base)}, not ${hookText(w.base)}`);
+    if (w.rules.join('\n') !== h.rules.join('\n')) out.push(`chain ${name} has rules [${h.rules.join('; ')}], not [${w.rules.join('; ')}]`);
+  }
+  names(want.maps, have.maps, 'map');
+  for (const [name, w] of want.maps) {
+    const h = have.maps.get(name);
+    if (!h) continue;
+    for (const [k, v] of w.elements) {
+      const got = h.elements.get(k);
+      if (got !== v) out.push(got === undefined ? `map ${name} lacks ${k}` : `map ${name}: ${k} goes to ${got}, not ${v}`);
+    }
+    for (const k of h.elements.keys()) if (!w.elements.has(k)) out.push(`map ${name} has ${k}, which it should not`);
+  }
+  names(want.sets, have.sets, 'set');
+  names(want.ctTimeouts, have.ctTimeouts, 'ct timeout');
+  for (const [name, w] of want.ctTimeouts) {
+    const h = have.ctTimeouts.get(name);
+    if (h && !sameTimeout(w, h)) out.push(`ct timeout ${name} is ${JSON.stringify(h)}, not ${JSON.stringify(w)}`);
+  }
+  for (const c of have.counters) if (!want.counters.has(c)) out.push(`counter ${c} should not exist`);
+  names(want.flowtables, have.flowtables, 'flowtable');
+  for (const [name, w] of want.flowtables) {
+    const h = have.flowtables.get(name);
+    if (!h) continue;
+    const extra = [...h.devices].filter((d) => !w.devices.has(d));
+    const lacking = [...w.devices].filter((d) => !h.devices.has(d));
+    if (extra.length > 0 || (o.devices !== 'subset' && lacking.length > 0)) out.push(`flowtable ${name} has devices [${[...h.devices].sort().join(', ')}], not [${[...w.devices].sort().join(', ')}]`);
+  }
+  return out;
+}

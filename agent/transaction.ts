@@ -1,0 +1,119 @@
+/**
+ * A transaction as data (pure), after sigs.k8s.io/knftables: a list of operations on the
+ * objects of the one table the agent owns, `inet flowhint`. `toText` turns it into the
+ * input of `nft -f -` (agent/nft.ts, the only side effect); agent/table-model.ts applies it
+ * to an in-memory table with nft's semantics, for drift and for the tests' fake.
+ *
+ * Every string here has been validated by render.ts (names are hashes or constants, rule
+ * bodies are built from validated ports, protocols and thresholds); `toText` only joins.
+ */
+
+/** A base chain's hook: `type filter hook <hook> priority <priority>; policy accept;`. */
+export interface Hook {
+  /** forward, prerouting, output (a listing may show others: drift). */
+  readonly hook: string;
+  readonly priority: number;
+}
+
+export interface TimeoutSpec {
+  readonly protocol: 'tcp' | 'udp';
+  readonly l3proto: 'ip' | 'ip6';
+  /** state -> seconds, in nft's order. */
+  readonly policy: Readonly<Record<string, number>>;
+}
+
+export type Obj =
+  | { readonly type: 'table' }
+  /**
+   * `add`: create it (`hook ingress priority filter`), or add `devices` to it. `delete`
+   * with devices: remove those devices only; without: the flowtable itself.
+   */
+  | { readonly type: 'flowtable'; readonly name: string; readonly devices?: readonly string[]; readonly counter?: boolean }
+  | { readonly type: 'chain'; readonly name: string; readonly base?: Hook }
+  /** A verdict map: key type (nft's names, concatenated with ` . `) to a `goto`. `key` only to add. */
+  | { readonly type: 'map'; readonly name: string; readonly key?: string }
+  /** A set: dynamic with a per-element counter and a size bound, as the counting sets are. */
+  | { readonly type: 'set'; readonly name: string; readonly key?: string; readonly size?: number }
+  /** One rule appended to a chain. `rule` is nft rule syntax, as knftables' Rule.Rule. */
+  | { readonly type: 'rule'; readonly chain: string; readonly rule: string }
+  /** One element of a map (with `goto`) or set (without). `key` parts are concatenated. */
+  | { readonly type: 'element'; readonly set: string; readonly key: readonly string[]; readonly goto?: string }
+  /** A conntrack timeout policy. `spec` only to add. */
+  | { readonly type: 'ct timeout'; readonly name: string; readonly spec?: TimeoutSpec }
+  | { readonly type: 'counter'; readonly name: string };
+
+export type Verb = 'add' | 'flush' | 'delete';
+
+export interface Op {
+  readonly verb: Verb;
+  readonly obj: Obj;
+}
+
+export type Transaction = readonly Op[];
+
+export const FAMILY = 'inet';
+export const TABLE = 'flowhint';
+const T = `${FAMILY} ${TABLE}`;
+
+export const add = (obj: Obj): Op => ({ verb: 'add', obj });
+export const flush = (obj: Obj): Op => ({ verb: 'flush', obj });
+export const del = (obj: Obj): Op => ({ verb: 'delete', obj });
+
+/** nft's priority spelling: `filter + 10` for positive offsets from filter, the number otherwise. */
+function priority(p: number): string {
+  return p > 0 ? `filter + ${p}` : p === 0 ? 'filter' : String(p);
+}
+
+function devicesClause(devices: readonly string[]): string {
+  return devices.length === 0 ? '' : ` devices = { ${devices.map((d) => `"${d}"`).join(', ')} };`;
+}
+
+/** The key as nft writes it: concatenated parts joined by ` . `. */
+export function keyText(key: readonly string[]): string {
+  return key.join(' . ');
+}
+
+/** What `add` of a map, set or ct timeout cannot do without. */
+function need<V>(v: V | undefined, o: Obj): V {
+  if (v === undefined) throw new Error(`cannot add ${o.type} ${'name' in o ? o.name : ''} without its type`);
+  return v;
+}
+
+function objText(op: Op): string {
+  const o = op.obj;
+  switch (o.type) {
+    case 'table':
+      return `table ${T}`;
+    case 'flowtable':
+      if (op.verb === 'delete') return o.devices ? `flowtable ${T} ${o.name} {${devicesClause(o.devices)} }` : `flowtable ${T} ${o.name}`;
+      return `flowtable ${T} ${o.name} { hook ingress priority filter;${devicesClause(o.devices ?? [])}${o.counter ? ' counter;' : ''} }`;
+    case 'chain':
+      return o.base && op.verb === 'add' ? `chain ${T} ${o.name} { type filter hook ${o.base.hook} priority ${priority(o.base.priority)}; policy accept; }` : `chain ${T} ${o.name}`;
+    case 'map':
+      return op.verb === 'add' ? `map ${T} ${o.name} { type ${need(o.key, o)} : verdict; }` : `map ${T} ${o.name}`;
+    case 'set':
+      return op.verb === 'add' ? `set ${T} ${o.name} { type ${need(o.key, o)}; size ${need(o.size, o)}; flags dynamic; counter; }` : `set ${T} ${o.name}`;
+    case 'rule':
+      return `rule ${T} ${o.chain} ${o.rule}`;
+    case 'element':
+      return `element ${T} ${o.set} { ${keyText(o.key)}${o.goto && op.verb === 'add' ? ` : goto ${o.goto}` : ''} }`;
+    case 'ct timeout': {
+      if (op.verb !== 'add') return `ct timeout ${T} ${o.name}`;
+      const spec = need(o.spec, o);
+      const policy = Object.entries(spec.policy).map(([state, secs]) => `${state} : ${secs}`).join(', ');
+      return `ct timeout ${T} ${o.name} { protocol ${spec.protocol}; l3proto ${spec.l3proto}; policy = { ${policy} }; }`;
+    }
+    case 'counter':
+      return `counter ${T} ${o.name}`;
+  }
+}
+
+/** One operation as one line of `nft -f` input. */
+export function opText(op: Op): string {
+  return `${op.verb} ${objText(op)}`;
+}
+
+/** The transaction as `nft -f -` input: one line per operation; empty for no operations. */
+export function toText(tx: Transaction): string {
+  return tx.length === 0 ? '' : `${tx.map(opText).join('\n')}\n`;
+}

@@ -1,0 +1,120 @@
+/**
+ * The table model: real `nft -j` listings (test/fixtures/nft/, captured from nft 1.0.6) parse
+ * into the same model that applying the transaction in memory gives, so one comparison
+ * serves the real kernel and the fake; content differences are named; the in-memory apply
+ * keeps nft's semantics (all or nothing, references, missing objects).
+ */
+import t from 'tap';
+import { readFileSync } from 'node:fs';
+import { parseAddress } from '../../agent/address.ts';
+import { buildDesired, serviceEntry } from '../../agent/desired.ts';
+import { drift, expectedTable } from '../../agent/drift.ts';
+import { parseListing } from '../../agent/nft.ts';
+import { applyTransaction, tableDiff, type TableModel } from '../../agent/table-model.ts';
+import type { Op } from '../../agent/transaction.ts';
+import { readHint } from '../../api/index.ts';
+import { entry, svc } from '../helpers/agent.ts';
+
+const fixture = (name: string) => readFileSync(new URL(`../fixtures/nft/${name}`, import.meta.url), 'utf8');
+
+/** The two Services the fixtures were captured with (test/fixtures/nft/README.md). */
+function state() {
+  const dns = readHint(svc({ name: 'dns', clusterIPs: ['10.96.0.53', 'fd00::53'], hint: 'ShortLived', timeout: '5s', ports: [{ port: 53, protocol: 'UDP' }, { port: 53, protocol: 'TCP' }] }));
+  if (!dns.usable) throw new Error(dns.reason);
+  const web = entry({ name: 'web', clusterIPs: ['10.96.0.10', 'fd00::10'], ports: [{ port: 80 }, { port: 53, protocol: 'UDP' }] });
+  return buildDesired([web, serviceEntry(dns.hint, 20, 5)], [parseAddress('10.0.0.1')!]);
+}
+const degraded = { flowtable: false, devices: [], counter: true, ctTimeout: true };
+const withFlowtable = { flowtable: true, devices: ['fhv0'], counter: true, ctTimeout: true };
+
+/** The fixture's JSON, edited by `edit` (one object of the listing). */
+function tampered(name: string, edit: (o: Record<string, Record<string, unknown>>) => void): string {
+  const doc = JSON.parse(fixture(name)) as { nftables: Array<Record<string, Record<string, unknown>>> };
+  for (const o of doc.nftables) edit(o);
+  return JSON.stringify(doc);
+}
+
+t.test('real listings parse into the model the transaction gives in memory', async (t) => {
+  t.same(drift(parseListing(fixture('listing-degraded.json')), state(), degraded), [], 'degraded (host kernel)');
+  t.same(drift(parseListing(fixture('listing-flowtable.json')), state(), withFlowtable), [], 'with a flowtable (VM kernel)');
+  t.not(drift(parseListing(fixture('listing-degraded.json')), state(), withFlowtable).length, 0, 'but not the other way round');
+});
+
+t.test('parseListing: the views the agent reads', async (t) => {
+  const r = parseListing(fixture('listing-flowtable.json'));
+  t.same(r.flowtables.get('fastpath')?.devices, ['fhv0'], 'one device, printed as a string');
+  t.same([...r.sets].sort(), ['seen4', 'seen6']);
+  t.same([...r.maps].sort(), ['short4', 'short6', 'vips4', 'vips6']);
+  t.equal(r.ruleCounts.get('classify'), 2);
+  t.equal(r.elementCounts.get('short4'), 2);
+  t.same([...(r.ctTimeouts ?? [])].length, 4);
+  t.match(r.model.chains.get('classify'), { base: { hook: 'forward', priority: 10 }, rules: ['ct state established ct status dnat ct original ip daddr vmap @vips4', 'ct state established ct status dnat ct original ip6 daddr vmap @vips6'] });
+  t.same(r.model.maps.get('short4')?.elements.get('10.96.0.53 . udp . 53')?.slice(0, 3), 's4_');
+  const rule = [...r.model.chains.values()].flatMap((c) => c.rules).find((x) => x.includes('proto-dst 80'));
+  t.equal(rule, 'meta l4proto tcp ct original proto-dst 80 ct packets > 20 update @seen4 { ct original ip daddr } flow add @fastpath', 'a rule reads back in nft words');
+  const seen = parseListing(JSON.stringify({ nftables: [{ set: { name: 'seen4', type: 'ipv4_addr', elem: [{ elem: { val: '10.96.0.10', counter: { packets: 7, bytes: 1 } } }, '10.96.0.11'] } }] }));
+  t.same([...(seen.seenCounters.get('seen4') ?? [])], [['10.96.0.10', 7], ['10.96.0.11', 0]], 'counting-set elements and their counters');
+  t.throws(() => parseListing('{"nftables": [{"chain": {"name": 5}}]}'), 'a listing of the wrong shape is refused');
+});
+
+t.test('content differences are named', async (t) => {
+  const diffOf = (edit: (o: Record<string, Record<string, unknown>>) => void) => drift(parseListing(tampered('listing-flowtable.json', edit)), state(), withFlowtable);
+  const rules = (o: Record<string, Record<string, unknown>>) => (o.rule?.expr ?? []) as Array<Record<string, Record<string, unknown>>>;
+  t.match(diffOf((o) => rules(o).forEach((s) => s.match?.right === 80 && (s.match.right = 8080))), [/rules \[.*proto-dst 8080/], 'a port');
+  t.match(diffOf((o) => rules(o).forEach((s) => s.match?.right === 20 && (s.match.right = 21))), [/ct packets > 21/], 'a threshold');
+  t.match(diffOf((o) => o.rule && (o.rule.expr = rules(o).filter((s) => !s.flow))), [/rules/], 'a missing flow add');
+  t.match(diffOf((o) => o.flowtable && (o.flowtable.dev = ['fhv0', 'eth9'])), [/flowtable fastpath has devices \[eth9, fhv0\]/], 'a device added by someone else');
+  t.same(diffOf((o) => o.flowtable && delete o.flowtable.dev), [], 'a device the kernel dropped (it vanished) is not drift');
+  t.match(diffOf((o) => o['ct timeout'] && (o['ct timeout'].policy = { unreplied: 6, replied: 5 })), [/ct timeout c/], 'a timeout policy');
+  t.match(diffOf((o) => o.map?.name === 'vips4' && (o.map.elem as unknown[]).push(['10.1.1.1', { goto: { target: 'v4_008fabfb70b40779' } }])), ['map vips4 has 10.1.1.1, which it should not']);
+  t.match(diffOf((o) => o.map?.name === 'short4' && (o.map.elem = [])), [/map short4 lacks 10\.96\.0\.53 \. tcp \. 53/, /lacks/]);
+  t.match(diffOf((o) => o.chain?.name === 'classify' && (o.chain.prio = 0)), [/chain classify hooks forward 0, not forward 10/]);
+  t.match(diffOf((o) => rules(o).push({ counter: { packets: 0, bytes: 0 } })), [/rules/], 'an extra statement we do not write');
+});
+
+t.test('timeout policies: nft leaves out states at the kernel default, which is not drift', async (t) => {
+  const two = (policy: Record<string, number>, listed: Record<string, number>) =>
+    tableDiff(model({ ct: policy }), model({ ct: listed }));
+  const model = (o: { ct: Record<string, number> }): TableModel => applyTransaction(undefined, [{ verb: 'add', obj: { type: 'table' } }, { verb: 'add', obj: { type: 'ct timeout', name: 'c', spec: { protocol: 'udp', l3proto: 'ip', policy: o.ct } } }])!;
+  t.same(two({ unreplied: 120, replied: 120 }, { unreplied: 120 }), [], 'replied 120 s is UDP\'s default');
+  t.not(two({ unreplied: 120, replied: 60 }, { unreplied: 120 }).length, 0, 'replied 60 s is not');
+});
+
+const add = (obj: Op['obj']): Op => ({ verb: 'add', obj });
+const del = (obj: Op['obj']): Op => ({ verb: 'delete', obj });
+const base: Op[] = [add({ type: 'table' }), add({ type: 'map', name: 'm', key: 'ipv4_addr' }), add({ type: 'set', name: 's', key: 'ipv4_addr', size: 8 }), add({ type: 'chain', name: 'c' }), add({ type: 'rule', chain: 'c', rule: 'update @s { ip daddr }' })];
+
+t.test('applyTransaction keeps nft semantics', async (t) => {
+  const m = applyTransaction(undefined, [...base, add({ type: 'element', set: 'm', key: ['10.0.0.1'], goto: 'c' })])!;
+  const refused = (tx: Op[], why: RegExp, what: string) => t.throws(() => applyTransaction(m, tx), why, what);
+  refused([add({ type: 'element', set: 'm', key: ['10.0.0.2'], goto: 'nope' })], /No such file or directory/, 'a goto to a missing chain');
+  refused([del({ type: 'element', set: 'm', key: ['10.9.9.9'] })], /No such file or directory/, 'deleting a missing element');
+  refused([del({ type: 'chain', name: 'nope' })], /No such file or directory/, 'deleting a missing chain');
+  refused([del({ type: 'chain', name: 'c' })], /Device or resource busy/, 'deleting a chain an element jumps to');
+  refused([del({ type: 'set', name: 's' })], /Device or resource busy/, 'deleting a set a rule uses');
+  refused([add({ type: 'rule', chain: 'c', rule: 'update @nope { ip daddr }' })], /No such file or directory/, 'a rule naming a missing set');
+  refused([add({ type: 'chain', name: 'd' }), add({ type: 'element', set: 'm', key: ['10.0.0.1'], goto: 'd' })], /File exists/, 're-adding an element with another verdict');
+  t.throws(() => applyTransaction(m, [add({ type: 'flowtable', name: 'f', devices: ['eth9'] })], { devices: new Set(['eth0']) }), /No such file or directory/, 'a flowtable naming a missing device');
+  t.throws(() => applyTransaction(undefined, [add({ type: 'chain', name: 'c' })]), /no such table/, 'anything in a missing table');
+
+  const before = JSON.stringify([...m.chains]);
+  t.throws(() => applyTransaction(m, [add({ type: 'chain', name: 'x' }), del({ type: 'chain', name: 'nope' })]));
+  t.equal(JSON.stringify([...m.chains]), before, 'a failed transaction changed nothing, not even its first operations');
+
+  const moved = applyTransaction(m, [del({ type: 'element', set: 'm', key: ['10.0.0.1'] }), del({ type: 'chain', name: 'c' })])!;
+  t.notOk(moved.chains.has('c'), 'a chain goes with its rules once nothing jumps to it');
+  t.equal(applyTransaction(m, [del({ type: 'table' })]), undefined, 'delete table');
+  const ft = applyTransaction(m, [add({ type: 'flowtable', name: 'f', devices: ['a'] })])!;
+  const again = applyTransaction(ft, [add({ type: 'flowtable', name: 'f', devices: ['b'] }), del({ type: 'flowtable', name: 'f', devices: ['a'] })])!;
+  t.same([...again.flowtables.get('f')!.devices], ['b'], 'devices added and removed in place');
+  t.equal(again.flowtables.get('f')!.handle, ft.flowtables.get('f')!.handle, 'the same flowtable');
+  const recreated = applyTransaction(ft, [del({ type: 'flowtable', name: 'f' }), add({ type: 'flowtable', name: 'f', devices: ['a'] })])!;
+  t.not(recreated.flowtables.get('f')!.handle, ft.flowtables.get('f')!.handle, 'a recreated flowtable has a new handle');
+});
+
+t.test('expectedTable is what a fresh transaction leaves', async (t) => {
+  const m = expectedTable(state(), withFlowtable)!;
+  t.same([...m.flowtables.get('fastpath')!.devices], ['fhv0']);
+  t.equal(m.maps.get('vips4')?.elements.size, 1);
+  t.equal(m.sets.get('seen4')?.elements.size, 0, 'counting sets start empty');
+});

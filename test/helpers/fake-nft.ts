@@ -1,0 +1,82 @@
+/**
+ * A FAKE nft, in memory, for agent tests without root (after knftables' Fake): it applies
+ * transactions to a table model with nft's semantics (agent/table-model.ts: all or nothing,
+ * missing objects and devices fail, references are checked) and can be told to fail the
+ * next transactions. Reads return the model through the same ReadTable view the real
+ * listing produces, so the agent cannot tell them apart. The netns and VM suites test the
+ * real nft.
+ *
+ * With it, a fake Runner for the host commands the agent runs (ip link and addr, sysctl,
+ * conntrack, ipvsadm, nft list flowtables): devices can vanish and appear.
+ */
+import type { Nft } from '../../agent/nft.ts';
+import { NftError, readTable } from '../../agent/nft.ts';
+import { applyTransaction, type TableModel } from '../../agent/table-model.ts';
+import { toText, type Transaction } from '../../agent/transaction.ts';
+import type { ExecResult, Runner } from '../../lib/exec.ts';
+
+export class FakeNft implements Nft {
+  table: TableModel | undefined;
+  /** Every transaction offered to apply(), failed or not, in order. */
+  readonly transactions: Transaction[] = [];
+  /** Devices that exist (shared with the fake host). */
+  readonly devices: Set<string>;
+  flowtableSupported = true;
+  ctTimeoutSupported = true;
+  private failures = 0;
+  /** Called before each transaction is applied (to change the host under the agent). */
+  beforeApply: ((tx: Transaction) => void) | undefined;
+
+  constructor(devices: Iterable<string> = ['eth0']) {
+    this.devices = new Set(devices);
+  }
+
+  /** Fail the next n transactions, as nft would (nothing applied). */
+  failNext(n: number): void {
+    this.failures = n;
+  }
+
+  async apply(tx: Transaction): Promise<void> {
+    if (tx.length === 0) return;
+    this.transactions.push(tx);
+    this.beforeApply?.(tx);
+    if (this.failures > 0) {
+      this.failures -= 1;
+      throw new NftError('FH_NFT_FAILED', 'nft transaction failed: Error: injected failure', 'Error: injected failure\n');
+    }
+    try {
+      this.table = applyTransaction(this.table, tx, { devices: this.devices });
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      throw new NftError('FH_NFT_FAILED', `nft transaction failed: ${message}`, `${message}\n${toText(tx)}`);
+    }
+  }
+
+  async check(transaction: string): Promise<{ ok: boolean; stderr: string }> {
+    if (/add flowtable/.test(transaction) && !this.flowtableSupported) return { ok: false, stderr: 'Error: Could not process rule: No such file or directory\n' };
+    if (/ct timeout/.test(transaction) && !this.ctTimeoutSupported) return { ok: false, stderr: 'Error: Could not process rule: No such file or directory\n' };
+    return { ok: true, stderr: '' };
+  }
+
+  async read() {
+    return this.table ? readTable(this.table) : undefined;
+  }
+
+  async listText(): Promise<string | undefined> {
+    return this.table ? JSON.stringify([...this.table.chains]) : undefined;
+  }
+}
+
+const ok = (stdout: string): ExecResult => ({ code: 0, stdout, stderr: '' });
+
+/** The host commands the agent runs, answered from the fake's devices; the node has one address. */
+export function fakeHost(nft: FakeNft, nodeAddress = '192.0.2.10'): Runner {
+  return async (argv) => {
+    const cmd = argv.join(' ');
+    if (cmd.startsWith('ip -j link')) return ok(JSON.stringify([{ ifname: 'lo', flags: ['LOOPBACK', 'UP'], link_type: 'loopback' }, ...[...nft.devices].map((ifname) => ({ ifname, flags: ['UP', 'LOWER_UP'], operstate: 'UP', link_type: 'ether' }))]));
+    if (cmd.startsWith('ip -j') && cmd.includes('addr')) return ok(JSON.stringify([{ ifname: 'eth0', flags: ['UP'], addr_info: [{ family: 'inet', local: nodeAddress, scope: 'global' }] }]));
+    if (cmd.startsWith('sysctl -n')) return ok('1\n');
+    if (argv[0] === 'nft' && cmd.includes('list flowtables')) return ok(JSON.stringify({ nftables: [] }));
+    return { code: 127, stdout: '', stderr: `${argv[0]}: not in the fake host\n` };
+  };
+}

@@ -1,0 +1,41 @@
+/**
+ * What a table does for each Service address, read from a table model by following its
+ * verdict maps to chains, and what it should do, written out here from a test's inputs, in
+ * nft's own words, without render.ts. Tests compare the two, so the agent is not graded
+ * against its own state or its own renderer.
+ */
+import type { TableModel } from '../../agent/table-model.ts';
+
+/** address -> the rules its established connections meet (vips4/vips6 -> chain). */
+export function offloads(model: TableModel | undefined): Record<string, string[]> {
+  const out: Record<string, string[]> = {};
+  for (const map of ['vips4', 'vips6']) {
+    for (const [addr, chain] of model?.maps.get(map)?.elements ?? []) out[addr] = [...(model?.chains.get(chain)?.rules ?? ['(missing chain)'])];
+  }
+  return out;
+}
+
+export interface PortSpec {
+  proto?: 'tcp' | 'udp';
+  port: number;
+  threshold?: number;
+}
+
+/** The rule a LongLived port needs, as `nft list` prints it (README "How it works"). */
+export function offloadRule(addr: string, p: PortSpec, flowtable = true): string {
+  const v6 = addr.includes(':');
+  const rule = `meta l4proto ${p.proto ?? 'tcp'} ct original proto-dst ${p.port} ct packets > ${p.threshold ?? 20} update @seen${v6 ? 6 : 4} { ct original ${v6 ? 'ip6' : 'ip'} daddr }`;
+  return flowtable ? `${rule} flow add @fastpath` : rule;
+}
+
+/** The expected view: each address with its ports' rules. */
+export function expectOffloads(services: ReadonlyArray<{ addrs: readonly string[]; ports: readonly PortSpec[] }>, flowtable = true): Record<string, string[]> {
+  const out: Record<string, string[]> = {};
+  for (const s of services) for (const a of s.addrs) out[a] = s.ports.map((p) => offloadRule(a, p, flowtable));
+  return out;
+}
+
+/** A view as one comparable string, addresses sorted. */
+export function viewText(view: Record<string, string[]>): string {
+  return Object.keys(view).sort().map((a) => `${a}: ${view[a]!.join('; ')}`).join('\n');
+}

@@ -121,8 +121,8 @@ export async function agentCommand(argv: string[]): Promise<number> {
   // @kubernetes/client-node is large; load it only when Services come from the API server.
   const source = f['services-dir']
     ? new FileSource({ dir: f['services-dir'], logger: logger.child({ source: 'files' }) })
-    : await import('./sources/kube.ts').then(
-        ({ KubeSource, loadKubeConfig }) =>
+    : await Promise.all([import('./sources/kube.ts'), import('../lib/kubeconfig.ts')]).then(
+        ([{ KubeSource }, { loadKubeConfig }]) =>
           new KubeSource({ kubeConfig: loadKubeConfig(f.kubeconfig), logger: logger.child({ source: 'kubernetes' }), onRestart: () => metrics.informerRestarts.inc() }),
       );
   const agent = new Agent({

@@ -4,14 +4,14 @@
  */
 import { z } from 'zod';
 import type { Runner } from '../lib/exec.ts';
-import { FlowhintError } from '../lib/errors.ts';
+import { FlowhintError, type ErrorCode } from '../lib/errors.ts';
 import { FAMILY, TABLE, type Listing } from './render.ts';
 import type { MapModel, SetModel, TableModel } from './table-model.ts';
 import { toText, type Hook, type TimeoutSpec, type Transaction } from './transaction.ts';
 
 export class NftError extends FlowhintError {
   readonly stderr: string;
-  constructor(code: string, message: string, stderr: string) {
+  constructor(code: Extract<ErrorCode, 'FH_NFT_MISSING' | 'FH_NFT_FAILED'>, message: string, stderr: string) {
     super(code, message);
     this.stderr = stderr;
   }

@@ -15,7 +15,7 @@
 import fjp from 'fast-json-patch';
 import type { Operation } from 'fast-json-patch';
 import { HINT_ANNOTATION, HINT_LABEL, THRESHOLD_ANNOTATION, TIMEOUT_ANNOTATION, canonicalHint, canonicalTimeout } from './keys.ts';
-import { HintMetadata, quoteValue, type StringMap } from './service.ts';
+import { HintMetadata, firstIssue, quoteValue, type StringMap } from './service.ts';
 
 export type DefaultingResult =
   | {
@@ -85,8 +85,8 @@ function pick(meta: OwnedMaps): OwnedMaps {
 export function applyDefaults(input: unknown): DefaultingResult {
   const parsed = HintMetadata.safeParse(input);
   if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    return { kind: 'skipped', reason: `metadata is not defaultable at ${issue?.path.join('.') || '<root>'}: ${issue?.message ?? 'invalid'}` };
+    const { path, message } = firstIssue(parsed.error);
+    return { kind: 'skipped', reason: `metadata is not defaultable at ${path}: ${message}` };
   }
   const raw = input as Record<string, unknown> & { metadata: Record<string, unknown> };
   const meta = parsed.data.metadata;

@@ -4,3 +4,4 @@ export * from './service.ts';
 export * from './defaulting.ts';
 export * from './validation.ts';
 export * from './reader.ts';
+export * from './admit.ts';

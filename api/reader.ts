@@ -6,8 +6,9 @@
  * through flowhint (the agent selects on it, and `flowhint backfill` writes it).
  */
 import { DEFAULT_THRESHOLD, DEFAULT_TIMEOUT_SECONDS, HINT_ANNOTATION, HINT_LABEL, THRESHOLD_ANNOTATION, TIMEOUT_ANNOTATION, isTrafficHint, timeoutSeconds, type TrafficHint } from './keys.ts';
-import { Service, serviceKey } from './service.ts';
-import { validateService, type ValidationCode } from './validation.ts';
+import { Service, firstIssue, serviceKey } from './service.ts';
+import type { ErrorCode } from '../lib/errors.ts';
+import { explainErrors, validateService, type ValidationCode } from './validation.ts';
 
 export interface EffectiveHint {
   /** `namespace/name`: for logs, metrics and status; hashed before it reaches nft. */
@@ -22,7 +23,7 @@ export interface EffectiveHint {
   readonly service: Service;
 }
 
-export type UnusableCode = ValidationCode | 'FH_NOT_HINTED' | 'FH_NOT_ADMITTED';
+export type UnusableCode = ValidationCode | Extract<ErrorCode, 'FH_NOT_HINTED' | 'FH_NOT_ADMITTED'>;
 
 export type ReadResult =
   | { readonly usable: true; readonly hint: EffectiveHint }
@@ -31,8 +32,8 @@ export type ReadResult =
 export function readHint(object: unknown): ReadResult {
   const parsed = Service.safeParse(object);
   if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    return { usable: false, key: '<unreadable>', code: 'FH_SERVICE_UNREADABLE', reason: `not a readable Service: ${issue?.path.join('.') || '<root>'}: ${issue?.message ?? 'invalid'}` };
+    const { path, message } = firstIssue(parsed.error);
+    return { usable: false, key: '<unreadable>', code: 'FH_SERVICE_UNREADABLE', reason: `not a readable Service: ${path}: ${message}` };
   }
   const service = parsed.data;
   const key = serviceKey(service.metadata);
@@ -42,7 +43,7 @@ export function readHint(object: unknown): ReadResult {
   const { errors } = validateService(service);
   const first = errors[0];
   if (first !== undefined) {
-    return { usable: false, key, code: first.code, reason: errors.map((e) => `${e.field}: ${e.message}`).join('; ') };
+    return { usable: false, key, code: first.code, reason: explainErrors(errors) };
   }
   if (service.metadata.labels?.[HINT_LABEL] === undefined) {
     return {

@@ -76,10 +76,16 @@ export function isOffloadable(protocol: string): protocol is OffloadableProtocol
   return (OFFLOADABLE_PROTOCOLS as readonly string[]).includes(protocol);
 }
 
+/** zod's first issue as `path: message` parts (`<root>` for the whole value). */
+export function firstIssue(error: z.ZodError): { path: string; message: string } {
+  const issue = error.issues[0];
+  return { path: issue?.path.join('.') || '<root>', message: issue?.message ?? 'invalid' };
+}
+
 /** `namespace/name` for logs and messages; never rendered into nft text. */
 export function serviceKey(meta: { namespace?: string | null; name?: string | null; generateName?: string | null }): string {
   const name = meta.name ?? (meta.generateName ? `${meta.generateName}*` : '<unnamed>');
-  return `${meta.namespace ?? 'default'}/${name}`;
+  return `${meta.namespace || 'default'}/${name}`;
 }
 
 /** Render a user-given value for a message: quoted, control characters escaped, bounded. */

@@ -27,12 +27,15 @@ import {
   isTrafficHint,
   timeoutSeconds,
 } from './keys.ts';
-import { Service, isOffloadable, portProtocol, quoteValue, type StringMap } from './service.ts';
+import type { ErrorCode } from '../lib/errors.ts';
+import { Service, firstIssue, isOffloadable, portProtocol, quoteValue, type StringMap } from './service.ts';
 
 /** Kubernetes' `metav1.CauseType` values that flowhint uses. */
 export type CauseType = 'FieldValueNotSupported' | 'FieldValueInvalid' | 'FieldValueForbidden';
 
-export type ValidationCode =
+/** The catalogue's codes for hint validation (lib/errors.ts says what each means). */
+export type ValidationCode = Extract<
+  ErrorCode,
   | 'FH_SERVICE_UNREADABLE'
   | 'FH_HINT_UNSUPPORTED'
   | 'FH_THRESHOLD_INVALID'
@@ -41,7 +44,8 @@ export type ValidationCode =
   | 'FH_TIMEOUT_WITHOUT_SHORTLIVED'
   | 'FH_NO_VIRTUAL_IP'
   | 'FH_LABEL_WITHOUT_HINT'
-  | 'FH_LABEL_MISMATCH';
+  | 'FH_LABEL_MISMATCH'
+>;
 
 export interface FieldError {
   readonly field: string;
@@ -179,10 +183,9 @@ function applicability(service: Service): { errors: FieldError[]; warnings: stri
 function validateOne(object: unknown): ValidationResult {
   const parsed = Service.safeParse(object);
   if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    const path = issue?.path.join('.') || '<root>';
+    const { path, message } = firstIssue(parsed.error);
     return {
-      errors: [{ field: path, type: 'FieldValueInvalid', code: 'FH_SERVICE_UNREADABLE', message: `cannot read the Service at ${path}: ${issue?.message ?? 'invalid'}` }],
+      errors: [{ field: path, type: 'FieldValueInvalid', code: 'FH_SERVICE_UNREADABLE', message: `cannot read the Service at ${path}: ${message}` }],
       warnings: [],
     };
   }
@@ -202,6 +205,11 @@ function validateOne(object: unknown): ValidationResult {
 function ownedOf(object: unknown) {
   const parsed = Service.safeParse(object);
   return parsed.success ? owned(parsed.data.metadata.annotations, parsed.data.metadata.labels) : undefined;
+}
+
+/** Field errors as one sentence: `field: message; field: message`. */
+export function explainErrors(errors: readonly FieldError[]): string {
+  return errors.map((e) => `${e.field}: ${e.message}`).join('; ');
 }
 
 /** Validate a Service, optionally against the stored object it replaces (UPDATE). */

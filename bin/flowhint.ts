@@ -12,7 +12,7 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<Command> }
   agent: { summary: 'program flowtable offload for hinted Services on this node', load: async () => (await import('../agent/cli.ts')).agentCommand },
   status: { summary: "show the agent's node mode, devices, programmed Services and offloaded connections", load: async () => (await import('../agent/cli.ts')).statusCommand },
   cleanup: { summary: 'delete the table inet flowhint', load: async () => (await import('../agent/cli.ts')).cleanupCommand },
-  backfill: { summary: 'label already-annotated Services through the webhook defaulting; report invalid hints', load: async () => (await import('../webhook/backfill.ts')).backfillCommand },
+  backfill: { summary: 'label already-annotated Services through the webhook defaulting; report invalid hints', load: async () => (await import('./backfill.ts')).backfillCommand },
   demo: { summary: 'the whole flow locally (npm start): dev certs, webhook, examples, agent in a scratch netns', load: async () => (await import('./demo.ts')).demoCommand },
   certs: { summary: 'generate a CA and a webhook serving certificate; print the caBundle', load: async () => (await import('../certs/cli.ts')).certsCommand },
 };
@@ -41,11 +41,10 @@ main(process.argv.slice(2)).then(
     process.exitCode = code;
   },
   (err: unknown) => {
-    if (err instanceof FlowhintError && err.code === 'FH_HELP') {
-      process.exitCode = 0;
-    } else if (err instanceof FlowhintError) {
-      process.stderr.write(`flowhint: ${err.code}: ${err.message}\n`);
-      process.exitCode = err.code === 'FH_USAGE' ? 2 : 1;
+    if (err instanceof FlowhintError) {
+      // A known error: its code and message, no stack; the catalogue's exit status.
+      if (err.code !== 'FH_HELP') process.stderr.write(`flowhint: ${err.code}: ${err.message}\n`);
+      process.exitCode = err.exitCode;
     } else {
       process.stderr.write(`flowhint: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
       process.exitCode = 1;

@@ -9,7 +9,8 @@
  */
 import { z } from 'zod';
 import type { Operation } from 'fast-json-patch';
-import { applyDefaults, serviceKey, validateService, type FieldError } from '../api/index.ts';
+import { applyDefaults, explainErrors, firstIssue, serviceKey, validateService, type FieldError } from '../api/index.ts';
+import { FlowhintError } from '../lib/errors.ts';
 
 export const ADMISSION_API_VERSION = 'admission.k8s.io/v1';
 /** Kubernetes truncates longer warnings; keep ours within its recommendation. */
@@ -74,12 +75,10 @@ export interface Decision {
   readonly codes?: readonly string[];
 }
 
-export class BadReviewError extends Error {
-  readonly code: 'FH_BAD_REVIEW';
+export class BadReviewError extends FlowhintError {
   readonly statusCode = 400;
   constructor(message: string) {
-    super(message);
-    this.code = 'FH_BAD_REVIEW';
+    super('FH_BAD_REVIEW', message);
   }
 }
 
@@ -87,10 +86,9 @@ export class BadReviewError extends Error {
 export function parseReview(body: unknown): AdmissionRequest {
   const parsed = AdmissionReview.safeParse(body);
   if (parsed.success) return parsed.data.request;
-  const issue = parsed.error.issues[0];
-  const where = issue?.path.join('.') || 'body';
+  const { path, message } = firstIssue(parsed.error);
   throw new BadReviewError(
-    `expected an ${ADMISSION_API_VERSION} AdmissionReview with request.uid: ${where}: ${issue?.message ?? 'invalid'}; set admissionReviewVersions: [v1] in the webhook configuration`,
+    `expected an ${ADMISSION_API_VERSION} AdmissionReview with request.uid: ${path === '<root>' ? 'body' : path}: ${message}; set admissionReviewVersions: [v1] in the webhook configuration`,
   );
 }
 
@@ -141,7 +139,7 @@ export function mutate(req: AdmissionRequest): Decision {
 
 function denial(service: string, name: string | undefined, errors: FieldError[]): Status {
   const causes = errors.map((e) => ({ reason: e.type, message: e.message, field: e.field }));
-  const message = `Service ${service} is invalid: ${errors.map((e) => `${e.field}: ${e.message}`).join('; ')}`;
+  const message = `Service ${service} is invalid: ${explainErrors(errors)}`;
   return {
     metadata: {},
     status: 'Failure',

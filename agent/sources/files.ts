@@ -11,8 +11,8 @@ import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { loadAll } from 'js-yaml';
 import type { Logger } from 'pino';
-import { applyDefaults, validateService } from '../../api/index.ts';
-import { errorMessage } from '../../lib/errors.ts';
+import { admit } from '../../api/index.ts';
+import { errorMessage, type ErrorCode } from '../../lib/errors.ts';
 import { watchDirs, type DirWatch } from '../../lib/dir-watch.ts';
 import { objectKey, type Source, type SourceEvent, type SourceSink } from './source.ts';
 
@@ -21,7 +21,7 @@ export interface Rejection {
   readonly document: number;
   readonly key: string | undefined;
   /** A stable code: api/ validation's, or FH_MANIFEST_* for what is not a readable Service. */
-  readonly code: string;
+  readonly code: ErrorCode;
   readonly reason: string;
 }
 
@@ -67,17 +67,12 @@ export function parseManifests(file: string, text: string): { services: Array<[s
       rejected.push({ file, document: i, key, code: 'FH_MANIFEST_UNNAMED', reason: 'metadata.name is required' });
       return;
     }
-    const defaulted = applyDefaults(doc);
-    if (defaulted.kind === 'skipped') {
-      rejected.push({ file, document: i, key, code: 'FH_SERVICE_UNREADABLE', reason: defaulted.reason });
+    const admitted = admit(doc);
+    if (!admitted.ok) {
+      rejected.push({ file, document: i, key, code: admitted.code, reason: admitted.reason });
       return;
     }
-    const { errors } = validateService(defaulted.object);
-    if (errors.length > 0) {
-      rejected.push({ file, document: i, key, code: errors[0]?.code ?? 'FH_SERVICE_UNREADABLE', reason: errors.map((e) => `${e.field}: ${e.message}`).join('; ') });
-      return;
-    }
-    services.push([key, defaulted.object]);
+    services.push([key, admitted.object]);
   });
   return { services, rejected, ignored };
 }

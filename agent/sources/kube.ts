@@ -52,14 +52,6 @@ function deadline(ms: number): ConfigurationOptions<ObservableMiddleware> {
   };
 }
 
-/** In-cluster when running in a Pod, else `KUBECONFIG` or ~/.kube/config. */
-export function loadKubeConfig(kubeconfigPath?: string): KubeConfig {
-  const kc = new KubeConfig();
-  if (kubeconfigPath) kc.loadFromFile(kubeconfigPath);
-  else kc.loadFromDefault();
-  return kc;
-}
-
 export class KubeSource implements Source {
   readonly name = 'kubernetes';
   private readonly o: KubeSourceOptions;

@@ -2,6 +2,8 @@
  * Where hinted Services come from. A source reports objects by `namespace/name`; the agent
  * re-checks every one with the api/ reader before programming it.
  */
+import { serviceKey } from '../../api/index.ts';
+
 export type SourceEvent = { readonly type: 'upsert'; readonly key: string; readonly object: unknown } | { readonly type: 'delete'; readonly key: string };
 
 export interface SourceSink {
@@ -22,9 +24,9 @@ export interface Source {
   stop(): Promise<void>;
 }
 
+/** api/'s `namespace/name` of a named object; undefined when it has no name. */
 export function objectKey(o: unknown): string | undefined {
   const meta = (o as { metadata?: { namespace?: unknown; name?: unknown } } | null)?.metadata;
   if (typeof meta?.name !== 'string' || meta.name.length === 0) return undefined;
-  const ns = typeof meta.namespace === 'string' && meta.namespace.length > 0 ? meta.namespace : 'default';
-  return `${ns}/${meta.name}`;
+  return serviceKey({ namespace: typeof meta.namespace === 'string' ? meta.namespace : null, name: meta.name });
 }

@@ -7,9 +7,10 @@
  */
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type KubeConfig, type V1Service } from '@kubernetes/client-node';
 import { z } from 'zod';
-import { HINT_ANNOTATION, HINT_LABEL, THRESHOLD_ANNOTATION, applyDefaults, serviceKey, validateService } from '../api/index.ts';
+import { HINT_ANNOTATION, HINT_LABEL, THRESHOLD_ANNOTATION, admit, serviceKey } from '../api/index.ts';
 import { errorMessage } from '../lib/errors.ts';
 import { parseFlags } from '../lib/cli.ts';
+import { loadKubeConfig } from '../lib/kubeconfig.ts';
 
 export interface BackfillResult {
   service: string;
@@ -52,14 +53,9 @@ export async function backfill(api: ServiceApi, o: { dryRun: boolean }): Promise
     cont = page.cont;
     for (const svc of page.items.filter(carriesKeys)) {
       const service = serviceKey(svc.metadata ?? {});
-      const d = applyDefaults(svc);
-      if (d.kind === 'skipped') {
+      const d = admit(svc);
+      if (!d.ok) {
         results.push({ service, outcome: 'invalid', detail: d.reason });
-        continue;
-      }
-      const { errors } = validateService(d.object);
-      if (errors.length > 0) {
-        results.push({ service, outcome: 'invalid', detail: errors.map((e) => `${e.field}: ${e.message}`).join('; ') });
         continue;
       }
       if (d.patch.length === 0) {
@@ -83,7 +79,6 @@ const USAGE = 'usage: flowhint backfill [--kubeconfig FILE] [--dry-run]\n  Label
 
 export async function backfillCommand(argv: string[]): Promise<number> {
   const f = parseFlags(argv, { kubeconfig: { type: 'string' }, 'dry-run': { type: 'boolean' } }, z.object({ kubeconfig: z.string().optional(), 'dry-run': z.boolean().default(false) }), USAGE);
-  const { loadKubeConfig } = await import('../agent/sources/kube.ts');
   const results = await backfill(kubeServiceApi(loadKubeConfig(f.kubeconfig)), { dryRun: f['dry-run'] });
   for (const r of results) process.stdout.write(`${r.outcome.toUpperCase().padEnd(9)} ${r.service}${r.detail ? `  ${r.detail}` : ''}\n`);
   const count = (k: BackfillResult['outcome']) => results.filter((r) => r.outcome === k).length;

@@ -1,7 +1,7 @@
 /** `flowhint backfill` through the real client-node calls, against the list/watch/patch FAKE. */
 import t from 'tap';
 import { KubeConfig } from '@kubernetes/client-node';
-import { backfill, kubeServiceApi } from '../../webhook/backfill.ts';
+import { backfill, kubeServiceApi } from '../../bin/backfill.ts';
 import { FakeApiServer } from '../helpers/fake-apiserver.ts';
 
 const HINT = 'flowhint.dev/traffic-hint';

@@ -1,0 +1,36 @@
+/**
+ * Layers point one way: api/ is pure (no I/O, imports only itself and lib/errors.ts); lib/
+ * imports no component; webhook/ imports nothing from agent/; the agent imports no webhook.
+ */
+import t from 'tap';
+import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { join, normalize, dirname } from 'node:path';
+
+const root = new URL('../', import.meta.url).pathname;
+
+function sources(dir: string): string[] {
+  return readdirSync(join(root, dir)).flatMap((name) => {
+    const path = join(dir, name);
+    return statSync(join(root, path)).isDirectory() ? sources(path) : path.endsWith('.ts') ? [path] : [];
+  });
+}
+
+/** What a file imports: repo-relative paths of local modules, and bare package names. */
+function imports(file: string): string[] {
+  const text = readFileSync(join(root, file), 'utf8');
+  return [...text.matchAll(/(?:^import[^'"]*|import\()\s*['"]([^'"]+)['"]/gm)].map((m) => (m[1]!.startsWith('.') ? normalize(join(dirname(file), m[1]!)) : m[1]!));
+}
+
+const rules: Array<[string, (target: string) => boolean, string]> = [
+  ['api', (x) => x.startsWith('api/') || x === 'lib/errors.ts' || ['zod', 'fast-json-patch'].includes(x), 'api/ is pure: itself, lib/errors.ts, zod, fast-json-patch'],
+  ['lib', (x) => !/^(api|agent|webhook|certs|bin)\//.test(x), 'lib/ imports no component'],
+  ['webhook', (x) => !x.startsWith('agent/'), 'webhook/ imports nothing from agent/'],
+  ['agent', (x) => !x.startsWith('webhook/'), 'agent/ imports nothing from webhook/'],
+];
+
+for (const [dir, allowed, what] of rules) {
+  t.test(what, async (t) => {
+    const bad = sources(dir).flatMap((f) => imports(f).filter((x) => !allowed(x)).map((x) => `${f} -> ${x}`));
+    t.same(bad, []);
+  });
+}

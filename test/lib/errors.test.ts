@@ -1,0 +1,41 @@
+/**
+ * The error catalogue: every FH_ code the sources use is in it, and README's "Error codes"
+ * table is the catalogue, row for row.
+ */
+import t from 'tap';
+import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { ERRORS, FlowhintError } from '../../lib/errors.ts';
+
+const root = new URL('../../', import.meta.url).pathname;
+
+function sources(dir: string): string[] {
+  return readdirSync(join(root, dir)).flatMap((name) => {
+    const path = join(dir, name);
+    return statSync(join(root, path)).isDirectory() ? sources(path) : path.endsWith('.ts') ? [path] : [];
+  });
+}
+
+t.test('every code in the sources is in the catalogue', async (t) => {
+  const used = new Set<string>();
+  for (const dir of ['api', 'agent', 'webhook', 'lib', 'certs', 'bin']) {
+    for (const file of sources(dir)) for (const m of readFileSync(join(root, file), 'utf8').matchAll(/\bFH_[A-Z_]*[A-Z]\b/g)) used.add(m[0]);
+  }
+  used.delete('FH_MANIFEST'); // the FH_MANIFEST_* family, named in a comment
+  const unknown = [...used].filter((c) => !(c in ERRORS));
+  t.same(unknown, [], 'no code outside the catalogue');
+  t.ok(used.size >= 25, `${used.size} codes in use`);
+});
+
+t.test('README lists the catalogue, row for row', async (t) => {
+  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+  const section = readme.slice(readme.indexOf('### Error codes'), readme.indexOf('## Installing into a cluster'));
+  const rows = [...section.matchAll(/^\| `(FH_[A-Z_]+)` \| (\d) \| (.*) \|$/gm)].map((m) => [m[1], Number(m[2]), m[3]!.replace(/\\\|/g, '|')]);
+  t.same(rows, Object.entries(ERRORS).map(([code, e]) => [code, e.exit, e.help]));
+});
+
+t.test('exit status comes from the catalogue', async (t) => {
+  t.equal(new FlowhintError('FH_USAGE', 'x').exitCode, 2, 'usage mistakes exit 2');
+  t.equal(new FlowhintError('FH_HELP', 'x').exitCode, 0);
+  t.equal(new FlowhintError('FH_NFT_FAILED', 'x').exitCode, 1);
+});

@@ -185,7 +185,6 @@ export async function statusCommand(argv: string[]): Promise<number> {
   if (dests) {
     const state = buildDesired(
       doc.services.map((s) => ({
-        id: s.id,
         key: s.service,
         hint: s.hint,
         threshold: s.threshold,

@@ -28,8 +28,7 @@ export interface PortMatch {
 }
 
 export interface ServiceEntry {
-  /** Hash of namespace/name: the key of the Service in the desired state. */
-  readonly id: string;
+  /** namespace/name: the key of the Service in the desired state. */
   readonly key: string;
   readonly hint: TrafficHint;
   /** LongLived: packets before offload. */
@@ -54,41 +53,18 @@ export interface ChainSpec {
   readonly refs: number;
 }
 
+/** Every map is persistent (pmap.ts): versions share structure, so a change costs O(change). */
 export interface DesiredState extends ShortState {
-  readonly services: ReadonlyMap<string, ServiceEntry>;
-  /** addressKey -> ids of Services with that VIP. Derived from `services`. */
-  readonly byAddress: ReadonlyMap<string, ReadonlySet<string>>;
-  readonly nodeAddresses: readonly Address[];
-  /** ids of Services with at least one NodePort. Derived from `services`. */
-  readonly nodePortServices: ReadonlyMap<string, true>;
-  /** addressKey -> the chain its packets go to. Derived. */
-  readonly chainOf: ReadonlyMap<string, string>;
-  /** chain name -> its rules and reference count. Derived. */
-  readonly chains: ReadonlyMap<string, ChainSpec>;
-}
-
-/** The persistent maps behind a DesiredState (see pmap.ts): versions share structure. */
-interface Stored extends DesiredState {
   readonly services: PMap<string, ServiceEntry>;
+  /** addressKey -> keys of Services with that VIP. Derived from `services`. */
   readonly byAddress: PMap<string, ReadonlySet<string>>;
+  readonly nodeAddresses: readonly Address[];
+  /** keys of Services with at least one NodePort. Derived from `services`. */
   readonly nodePortServices: PMap<string, true>;
+  /** addressKey -> the chain its packets go to. Derived. */
   readonly chainOf: PMap<string, string>;
+  /** chain name -> its rules and reference count. Derived. */
   readonly chains: PMap<string, ChainSpec>;
-}
-
-function stored(s: DesiredState): Stored {
-  if (s.services instanceof PMap && s.byAddress instanceof PMap && s.nodePortServices instanceof PMap && s.chainOf instanceof PMap && s.chains instanceof PMap) return s as Stored;
-  return {
-    shortBy: s.shortBy,
-    shortOf: s.shortOf,
-    shortChains: s.shortChains,
-    services: PMap.of(s.services),
-    byAddress: PMap.of(s.byAddress),
-    nodeAddresses: s.nodeAddresses,
-    nodePortServices: PMap.of(s.nodePortServices),
-    chainOf: PMap.of(s.chainOf),
-    chains: PMap.of(s.chains),
-  };
 }
 
 export interface AddressRules {
@@ -133,7 +109,6 @@ export function serviceEntry(hint: EffectiveHint, defaultThreshold: number, defa
   const byPort = (x: PortMatch) => `${x.proto}/${x.port}`;
   const sort = (xs: PortMatch[]) => uniqBy(xs, byPort).sort((a, b) => a.proto.localeCompare(b.proto) || a.port - b.port);
   return {
-    id: shortHash(hint.key),
     key: hint.key,
     hint: hint.hint,
     threshold: effectiveThreshold(hint, defaultThreshold),
@@ -159,7 +134,7 @@ export function chainName(family: Address['family'], rules: readonly Rule[]): st
 }
 
 /** chainOf/chains recomputed for the given addresses of `state` (whose other maps are final). */
-function relink(state: Stored, keys: Iterable<string>): Pick<Stored, 'chainOf' | 'chains'> {
+function relink(state: DesiredState, keys: Iterable<string>): Pick<DesiredState, 'chainOf' | 'chains'> {
   const chainOf = new Map<string, string | undefined>();
   const chains = new Map<string, ChainSpec | undefined>();
   for (const key of keys) {
@@ -176,7 +151,7 @@ function relink(state: Stored, keys: Iterable<string>): Pick<Stored, 'chainOf' |
 /** A new state with these entries set (or removed, for `undefined`). The input is not changed. */
 export function withServices(state: DesiredState, updates: ReadonlyMap<string, ServiceEntry | undefined>): DesiredState {
   if (updates.size === 0) return state;
-  const st = stored(state);
+  const st = state;
   const touched = new Map<string, Set<string>>();
   const nodePorts = new Map<string, true | undefined>();
   let nodePortsTouched = false;
@@ -197,7 +172,7 @@ export function withServices(state: DesiredState, updates: ReadonlyMap<string, S
     }
   }
   const services = st.services.with(updates);
-  const next: Stored = {
+  const next: DesiredState = {
     ...relinkShort(st, asUpdates(short), (id) => services.get(id)?.timeout),
     services,
     byAddress: st.byAddress.with([...touched].map(([k, s]) => [k, s.size === 0 ? undefined : s] as const)),
@@ -212,20 +187,20 @@ export function withServices(state: DesiredState, updates: ReadonlyMap<string, S
 }
 
 export function withNodeAddresses(state: DesiredState, nodeAddresses: readonly Address[]): DesiredState {
-  const st = stored(state);
+  const st = state;
   const sorted = [...nodeAddresses].sort((a, b) => addressKey(a).localeCompare(addressKey(b)));
   // ShortLived NodePorts live on node addresses: move their elements.
   const short = new Map<string, Set<string>>();
   for (const e of st.services.values()) {
-    if (e.timeout !== undefined && e.nodePorts.length > 0) moveElements(st, short, e.id, shortElements({ ...e, vips: [] }, st.nodeAddresses), shortElements({ ...e, vips: [] }, sorted));
+    if (e.timeout !== undefined && e.nodePorts.length > 0) moveElements(st, short, e.key, shortElements({ ...e, vips: [] }, st.nodeAddresses), shortElements({ ...e, vips: [] }, sorted));
   }
-  const next: Stored = { ...st, ...relinkShort(st, asUpdates(short), (id) => st.services.get(id)?.timeout), nodeAddresses: sorted };
+  const next: DesiredState = { ...st, ...relinkShort(st, asUpdates(short), (id) => st.services.get(id)?.timeout), nodeAddresses: sorted };
   return { ...next, ...relink(next, new Set([...st.nodeAddresses, ...sorted].map(addressKey))) };
 }
 
 export function buildDesired(entries: Iterable<ServiceEntry>, nodeAddresses: readonly Address[]): DesiredState {
   const updates = new Map<string, ServiceEntry>();
-  for (const e of entries) updates.set(e.id, e);
+  for (const e of entries) updates.set(e.key, e);
   return withServices(withNodeAddresses(emptyState(), nodeAddresses), updates);
 }
 

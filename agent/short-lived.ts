@@ -32,7 +32,7 @@ export interface ShortChain {
 
 /** What of a ServiceEntry this needs (desired.ts's ServiceEntry has these fields). */
 export interface ShortSource {
-  readonly id: string;
+  readonly key: string;
   readonly vips: readonly Address[];
   readonly ports: readonly { proto: Proto; port: number }[];
   readonly nodePorts: readonly { proto: Proto; port: number }[];

@@ -13,7 +13,8 @@ export const DEFAULT_STATE_DIR = '/run/flowhint';
 
 const ServiceStatus = z.object({
   service: z.string(),
-  id: z.string(),
+  /** Written by agents before 0.2 (a hash of the name); ignored. */
+  id: z.string().optional(),
   /** Absent in documents written before ShortLived existed: LongLived. */
   hint: z.enum(['LongLived', 'ShortLived']).default('LongLived'),
   threshold: z.number(),
@@ -60,7 +61,6 @@ export function servicesStatus(state: DesiredState, bypassed: ReadonlyMap<string
     .sort((a, b) => a.key.localeCompare(b.key))
     .map((e) => ({
       service: e.key,
-      id: e.id,
       hint: e.hint,
       threshold: e.threshold,
       ...(e.timeout === undefined ? {} : { timeoutSeconds: e.timeout }),

@@ -20,6 +20,7 @@
 import { CoreV1Api, KubeConfig, Observable, makeInformer, type ConfigurationOptions, type Informer, type KubernetesObject, type ObjectCache, type ObservableMiddleware, type V1Service } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { HINT_LABEL } from '../../api/index.ts';
+import { Backoff } from '../../lib/backoff.ts';
 import { errorMessage } from '../../lib/errors.ts';
 import { objectKey, type Source, type SourceSink } from './source.ts';
 
@@ -58,24 +59,12 @@ export class KubeSource implements Source {
   private informer: (Informer<V1Service> & ObjectCache<V1Service>) | undefined;
   private stopped = false;
   private restartTimer: NodeJS.Timeout | undefined;
-  private readonly backoff: Required<NonNullable<KubeSourceOptions['backoff']>>;
-  private delayMs: number;
-  private lastErrorAt = -Infinity;
+  private readonly backoff: Backoff;
   restarts = 0;
 
   constructor(o: KubeSourceOptions) {
     this.o = o;
-    this.backoff = { ...DEFAULT_BACKOFF, ...o.backoff };
-    this.delayMs = this.backoff.initialMs;
-  }
-
-  /** The delay before the next restart: doubling, capped, jittered ±20 %. */
-  private nextDelay(now: number): number {
-    if (now - this.lastErrorAt > this.backoff.resetMs) this.delayMs = this.backoff.initialMs;
-    this.lastErrorAt = now;
-    const delay = Math.round(this.delayMs * (0.8 + Math.random() * 0.4));
-    this.delayMs = Math.min(this.delayMs * 2, this.backoff.maxMs);
-    return delay;
+    this.backoff = new Backoff({ ...DEFAULT_BACKOFF, ...o.backoff });
   }
 
   async start(sink: SourceSink): Promise<void> {
@@ -105,7 +94,7 @@ export class KubeSource implements Source {
     informer.on('error', (err: unknown) => {
       if (this.stopped) return;
       const reason = errorMessage(err);
-      const delay = this.nextDelay(Date.now());
+      const delay = this.backoff.next();
       this.restarts += 1;
       this.o.onRestart?.(reason);
       this.o.logger.warn({ err: reason, retryInMs: delay, restarts: this.restarts }, 'service informer stopped; restarting');

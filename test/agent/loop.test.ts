@@ -205,7 +205,7 @@ t.test('drift is content: a re-pointed element or a changed port is seen, counte
   await agent.prepare();
   t.ok((await agent.sync()).ok);
   const full = async () => {
-    (agent as unknown as { needFull: boolean }).needFull = true;
+    agent.requestFull();
     return agent.sync();
   };
   t.equal((await full()).drift, false, 'no drift in the table the agent wrote');
@@ -263,8 +263,59 @@ t.test('many partial syncs, then a full one: no false drift', async (t) => {
     if (!r.ok) t.fail(r.error ?? 'sync failed');
   }
   t.same(offloads(nft.table), expected([...live.values()]), 'partial syncs reach what the Services ask for');
-  (agent as unknown as { needFull: boolean }).needFull = true;
+  agent.requestFull();
   const r = await agent.sync();
   t.equal(r.drift, false, 'the full sync agrees with the partial ones');
+  await agent.stop();
+});
+
+t.test('host polling: devices that come and go are changed in place by the sync loop', async (t) => {
+  const nft = new FakeNft(['eth0']);
+  const source = new TestSource([service(A)]);
+  const { agent, lines } = makeAgent(nft, source, { devicePollMs: 10 });
+  await agent.prepare();
+  agent.startLoops();
+  const until = async (what: string, ok: () => boolean) => {
+    for (let i = 0; i < 400 && !ok(); i++) await sleep(5);
+    t.ok(ok(), what);
+  };
+  const devices = () => [...(nft.table?.flowtables.get('fastpath')?.devices ?? [])].sort().join(',');
+  await until('first sync', () => devices() === 'eth0');
+  const handle = nft.table?.flowtables.get('fastpath')?.handle;
+  nft.devices.add('eth1');
+  await until('a new device is added', () => devices() === 'eth0,eth1');
+  t.equal(agent.lastSync?.kind, 'devices', 'by a devices sync');
+  nft.removeDevice('eth0');
+  await until('a gone device is forgotten', () => agent.statusDoc().devices.join(',') === 'eth1');
+  t.equal(devices(), 'eth1');
+  t.equal(nft.table?.flowtables.get('fastpath')?.handle, handle, 'never recreated');
+  t.same(offloads(nft.table), expected([A]), 'the Services stay programmed');
+  t.ok(lines.some((l) => l.msg === 'flowtable devices updated in place'));
+
+  // A device change and a Service change in the same sync: one partial transaction.
+  const from = nft.transactions.length;
+  nft.devices.add('eth2');
+  source.upsert(service(B));
+  await until('both applied', () => devices() === 'eth1,eth2' && viewText(offloads(nft.table)) === viewText(expected([A, B])));
+  t.ok(nft.transactions.slice(from).every((tx) => !isFull(tx)), 'without a full sync');
+  await agent.stop();
+});
+
+t.test('a condition is logged when it changes, not at every check, and its memory does not grow', async (t) => {
+  const nft = new FakeNft(['eth0']);
+  const { agent, lines } = makeAgent(nft, new TestSource([service(A)]), { devicePollMs: 5 });
+  await agent.prepare();
+  agent.startLoops();
+  for (let i = 0; i < 30; i++) {
+    nft.devices.add(`bad"${i % 3}`);
+    await sleep(8);
+    nft.devices.delete(`bad"${i % 3}`);
+  }
+  await sleep(20);
+  const warned = lines.filter((l) => l.msg === 'device names cannot be rendered safely; not added to the flowtable');
+  t.ok(warned.length > 0 && warned.length <= 30, `one line per change (${warned.length} for 30 appearances)`);
+  const conditions = (agent as unknown as { conditions: { states: Map<string, string> } }).conditions.states;
+  t.ok(conditions.size <= 5, `conditions remembered: ${[...conditions.keys()].join(', ')}`);
+  t.same([...(nft.table?.flowtables.get('fastpath')?.devices ?? [])], ['eth0'], 'never added');
   await agent.stop();
 });

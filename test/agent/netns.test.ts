@@ -92,7 +92,7 @@ t.test('full, then incremental; drift repaired; restart idempotent', async (t) =
 
   // Someone flushes our table: the periodic full resync repairs it.
   ns.sh('nft', 'flush', 'table', 'inet', 'flowhint');
-  (agent as unknown as { needFull: boolean }).needFull = true;
+  agent.requestFull();
   const repair = await agent.sync();
   t.equal(repair.kind, 'full');
   t.equal(repair.drift, true, 'drift detected');
@@ -127,7 +127,7 @@ t.test('a table tampered in place (an element re-pointed, a port changed) is dri
   const view = async () => viewText(Object.fromEntries(Object.entries(offloads((await makeNft(ns.run).read())?.model)).filter(([a]) => a.startsWith('10.96.'))));
   t.equal(await view(), want, 'programmed as the manifests say');
   const full = async () => {
-    (agent as unknown as { needFull: boolean }).needFull = true;
+    agent.requestFull();
     return agent.sync();
   };
   const chainOf = (addr: string) => new RegExp(`${addr.replace(/\./g, '\\.')} : goto (v4_[0-9a-f]{16})`).exec(list(ns))?.[1] ?? '';
@@ -278,7 +278,7 @@ t.test('ShortLived: timeout objects and elements in the real kernel; switched to
   t.match(text, /policy = \{ close_wait : 120, last_ack : 120, close : 120 \}/, 'and TCP');
   t.notMatch(text, /10\.96\.0\.53 : goto v4_/);
 
-  (agent as unknown as { needFull: boolean }).needFull = true;
+  agent.requestFull();
   const full = await agent.sync();
   t.equal(full.drift, false, 'a full resync over the partial syncs finds no drift');
   t.equal(list(ns), text, 'and changes nothing');

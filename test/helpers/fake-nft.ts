@@ -31,6 +31,14 @@ export class FakeNft implements Nft {
     this.devices = new Set(devices);
   }
 
+  /** A device disappears: the kernel drops it from every flowtable by itself. */
+  removeDevice(name: string): void {
+    this.devices.delete(name);
+    if (!this.table) return;
+    const flowtables = new Map([...this.table.flowtables].map(([k, f]) => [k, { ...f, devices: new Set([...f.devices].filter((d) => d !== name)) }]));
+    this.table = { ...this.table, flowtables };
+  }
+
   /** Fail the next n transactions, as nft would (nothing applied). */
   failNext(n: number): void {
     this.failures = n;

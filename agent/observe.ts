@@ -1,0 +1,90 @@
+/**
+ * What the agent watches besides its own table, for metrics, status and one log line per
+ * change: offload decisions per Service (the counting sets), offloaded connections and
+ * conntrack entries per Service (`conntrack -L`), ports this node delivers locally (IPVS,
+ * local addresses) and other owners' flowtables on our devices. Reads only; never programs.
+ */
+import type { Logger } from 'pino';
+import type { Runner } from '../lib/exec.ts';
+import { countByService, entriesByService, readConntrack } from './conntrack.ts';
+import type { DesiredState } from './desired.ts';
+import { BYPASS_DETAIL, bypassText, localDelivery, readLocalDelivery, type Bypass } from './local-delivery.ts';
+import type { AgentMetrics } from './metrics.ts';
+import type { Nft } from './nft.ts';
+import { OTHER_FLOWTABLE_DETAIL, flowtableText, otherFlowtables, readFlowtables, type Flowtable } from './other-flowtables.ts';
+import { FAMILY, SEEN, TABLE } from './render.ts';
+
+export interface ObserverOptions {
+  run: Runner;
+  nft: Nft;
+  metrics: AgentMetrics;
+  log: Logger;
+  /** Something the status shows changed. */
+  changed: () => void;
+}
+
+export class Observer {
+  private readonly o: ObserverOptions;
+  /** Per Service key: ports delivered locally (IPVS, a local address), never offloaded. */
+  bypassed = new Map<string, Bypass[]>();
+  /** Other owners' flowtables on our devices (kindnet, Calico, hand-written). */
+  others: Flowtable[] = [];
+
+  constructor(o: ObserverOptions) {
+    this.o = o;
+  }
+
+  /** Everything, for the programmed state: returns offloaded connections per Service. */
+  async refresh(applied: DesiredState, devices: readonly string[]): Promise<Map<string, number> | undefined> {
+    const m = this.o.metrics;
+    const table = await this.o.nft.read().catch(() => undefined);
+    if (table) {
+      m.offloadDecisions.reset();
+      for (const e of applied.services.values()) {
+        let n = 0;
+        for (const v of e.vips) n += table.seenCounters.get(SEEN[v.family])?.get(v.addr) ?? 0;
+        m.offloadDecisions.set({ service: e.key }, n);
+      }
+    }
+    await this.localDelivery(applied);
+    await this.otherFlowtables(devices);
+    const dests = await readConntrack(this.o.run);
+    if (!dests) return undefined;
+    const counts = countByService(applied, dests);
+    m.offloadedConnections.reset();
+    for (const [service, n] of counts) m.offloadedConnections.set({ service }, n);
+    m.conntrackEntries.reset();
+    for (const [service, n] of entriesByService(applied, dests)) m.conntrackEntries.set({ service }, n);
+    return counts;
+  }
+
+  /** Which programmed ports this node delivers locally (IPVS mode): status, metric, one log line per change. */
+  async localDelivery(state: DesiredState): Promise<void> {
+    const now = localDelivery(state, await readLocalDelivery(this.o.run));
+    this.o.metrics.notOffloadablePorts.reset();
+    for (const [service, list] of now) {
+      for (const reason of new Set(list.map((b) => b.reason))) {
+        this.o.metrics.notOffloadablePorts.set({ service, reason }, list.filter((b) => b.reason === reason).length);
+      }
+      if (JSON.stringify(list) !== JSON.stringify(this.bypassed.get(service))) {
+        this.o.log.warn({ service, ports: list.map(bypassText), reasons: [...new Set(list.map((b) => b.reason))], detail: [...new Set(list.map((b) => BYPASS_DETAIL[b.reason]))] }, 'ports delivered locally on this node; never offloaded');
+      }
+    }
+    const changed = now.size !== this.bypassed.size || [...now].some(([k, v]) => JSON.stringify(v) !== JSON.stringify(this.bypassed.get(k)));
+    this.bypassed = now;
+    if (changed) this.o.changed();
+  }
+
+  /** Other flowtables on our devices: status, metric, one log line per change. */
+  private async otherFlowtables(devices: readonly string[]): Promise<void> {
+    const all = await readFlowtables(this.o.run);
+    if (!all) return;
+    const now = otherFlowtables(all, `${FAMILY} ${TABLE}`, devices);
+    this.o.metrics.otherFlowtables.set(now.length);
+    if (JSON.stringify(now) === JSON.stringify(this.others)) return;
+    if (now.length > 0) this.o.log.warn({ flowtables: now.map(flowtableText), detail: OTHER_FLOWTABLE_DETAIL }, 'other flowtables on flowhint devices');
+    else this.o.log.info('no other flowtables on flowhint devices any more');
+    this.others = now;
+    this.o.changed();
+  }
+}

@@ -1,0 +1,51 @@
+/**
+ * Writing the status file off the sync path. The document lists every programmed Service,
+ * so writing it is O(Services): at most one write per interval, in order, and `flush` for
+ * stop(). A failed write is reported through `onError` (the agent logs it once).
+ */
+import { writeStatus, type StatusDoc } from './status.ts';
+
+export interface StatusWriterOptions {
+  /** Where `status.json` goes; undefined: nowhere (tests, --once without --state-dir). */
+  dir: string | undefined;
+  intervalMs: number;
+  doc: () => StatusDoc;
+  onError: (err: unknown, dir: string) => void;
+  onSuccess?: () => void;
+}
+
+export class StatusWriter {
+  private readonly o: StatusWriterOptions;
+  private timer: NodeJS.Timeout | undefined;
+  private lastAt = -Infinity;
+  private writes: Promise<void> = Promise.resolve();
+
+  constructor(o: StatusWriterOptions) {
+    this.o = o;
+  }
+
+  /** Write soon: at most one write per interval. */
+  soon(): void {
+    if (!this.o.dir || this.timer) return;
+    const wait = Math.max(0, this.lastAt + this.o.intervalMs - Date.now());
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      void this.flush();
+    }, wait);
+  }
+
+  /** Write now (after any write in progress). */
+  async flush(): Promise<void> {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    this.lastAt = Date.now();
+    const dir = this.o.dir;
+    if (!dir) return;
+    const doc = this.o.doc();
+    this.writes = this.writes.then(() => writeStatus(dir, doc)).then(
+      () => this.o.onSuccess?.(),
+      (err: unknown) => this.o.onError(err, dir),
+    );
+    await this.writes;
+  }
+}

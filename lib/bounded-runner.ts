@@ -1,0 +1,85 @@
+/**
+ * kube-proxy's BoundedFrequencyRunner, reduced to what the agent needs: run one function
+ * when asked, at most once per `minIntervalMs` (a burst of requests is one run), never two
+ * at once; after a failed run, again after the backoff's delay (requests meanwhile wait for
+ * it); after a successful one, again as soon as allowed if requests came in meanwhile.
+ */
+import type { Backoff } from './backoff.ts';
+
+export interface BoundedRunnerOptions {
+  minIntervalMs: number;
+  backoff: Backoff;
+  /** The work; resolves whether it succeeded. */
+  run: () => Promise<boolean>;
+}
+
+export class BoundedRunner {
+  private readonly o: BoundedRunnerOptions;
+  private timer: NodeJS.Timeout | undefined;
+  private inflight: Promise<void> = Promise.resolve();
+  private lastRunAt = -Infinity;
+  private requested = false;
+  private active = false;
+  private running = false;
+  private stopped = false;
+
+  constructor(o: BoundedRunnerOptions) {
+    this.o = o;
+  }
+
+  /** Start running requests (those made before start included). */
+  start(): void {
+    this.active = true;
+    if (this.requested) this.schedule();
+  }
+
+  /** Ask for a run. */
+  request(): void {
+    this.requested = true;
+    this.schedule();
+  }
+
+  /** Run `fn` between runs, never during one. */
+  exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const result = this.inflight.then(fn);
+    this.inflight = result.then(
+      () => undefined,
+      () => undefined,
+    );
+    return result;
+  }
+
+  /** No more runs; resolves when the one in flight (if any) has finished. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    await this.inflight;
+  }
+
+  private schedule(delayMs?: number): void {
+    // During a run, a request waits for its end: the interval counts from there.
+    if (!this.active || this.stopped || this.timer || this.running) return;
+    const wait = delayMs ?? Math.max(0, this.o.minIntervalMs - (Date.now() - this.lastRunAt));
+    this.timer = setTimeout(() => {
+      this.timer = undefined;
+      void this.exclusive(() => this.once());
+    }, wait);
+  }
+
+  private async once(): Promise<void> {
+    if (this.stopped) return;
+    this.requested = false;
+    this.running = true;
+    const ok = await this.o.run().catch(() => false);
+    this.running = false;
+    this.lastRunAt = Date.now();
+    if (!ok) {
+      this.requested = true;
+      this.schedule(this.o.backoff.next());
+    } else {
+      this.o.backoff.succeeded();
+      if (this.requested) this.schedule();
+    }
+  }
+}

@@ -31,7 +31,7 @@ import { listLinks, listNodeAddresses, selectDevices, type DeviceFilter } from '
 import type { AgentMetrics } from './metrics.ts';
 import { drift } from './drift.ts';
 import { NftError, type Nft } from './nft.ts';
-import { ensureConntrackAccounting, probeCtTimeout, probeFlowtable, type AcctResult } from './probe.ts';
+import { NodeSupport } from './node-support.ts';
 import { DELETE_TABLE, FAMILY, FLOWTABLE, TABLE, deltaTransaction, deviceOps, fullTransaction, type RenderOptions } from './render.ts';
 import type { Source, SourceEvent } from './sources/source.ts';
 import { servicesStatus, type StatusDoc } from './status.ts';
@@ -89,11 +89,6 @@ export class Agent {
   private wantDevices: string[] | undefined;
   private dirty = new Set<string>();
   private needFull = true;
-  private supported = false;
-  private probeDetail = '';
-  private ctTimeout = false;
-  private ctTimeoutDetail = '';
-  private acct: AcctResult = { enabled: false, detail: 'not checked yet' };
   private invalid = new Map<string, { code: string; reason: string }>();
   /** Node-level conditions already logged (degraded, accounting, devices, status file). */
   private readonly conditions = new Conditions();
@@ -103,6 +98,7 @@ export class Agent {
    * only Services refused now, so it does not grow with churn.
    */
   private reportedInvalid = new Map<string, string>();
+  private readonly node: NodeSupport;
   private readonly observer: Observer;
   private readonly runner: BoundedRunner;
   private readonly status: StatusWriter;
@@ -118,6 +114,7 @@ export class Agent {
     this.o = o;
     this.log = o.logger;
     this.syncedOnce = new Promise((r) => (this.resolveSynced = r));
+    this.node = new NodeSupport({ run: o.run, nft: o.nft, metrics: o.metrics, log: o.logger, conditions: this.conditions, upgrade: () => this.requestFull(), programmed: () => this.applied !== undefined });
     this.observer = new Observer({ run: o.run, nft: o.nft, metrics: o.metrics, log: o.logger, changed: () => this.status.soon() });
     this.runner = new BoundedRunner({
       minIntervalMs: o.minSyncIntervalMs ?? 100,
@@ -136,11 +133,11 @@ export class Agent {
   }
 
   get flowtableSupported(): boolean {
-    return this.supported;
+    return this.node.flowtable;
   }
 
   get ctTimeoutSupported(): boolean {
-    return this.ctTimeout;
+    return this.node.ctTimeout;
   }
 
   get state(): DesiredState {
@@ -149,10 +146,9 @@ export class Agent {
 
   /** Probe, read devices and addresses, start the source; resolves when it has synced. */
   async prepare(): Promise<void> {
-    await this.probe();
-    await this.probeTimeouts();
-    this.acct = await ensureConntrackAccounting(this.o.run);
-    this.reportAcct();
+    await this.node.probeFlowtable();
+    await this.node.probeTimeouts();
+    await this.node.ensureAccounting();
     this.desired = withNodeAddresses(this.desired, this.o.nodeAddresses ?? (await listNodeAddresses(this.o.run)));
     this.appliedDevices = [];
     await this.o.source.start({
@@ -171,10 +167,7 @@ export class Agent {
     };
     every(this.o.resyncMs ?? 3_600_000, async () => this.requestFull());
     every(this.o.devicePollMs ?? 2_000, () => this.pollHost());
-    every(this.o.reprobeMs ?? 60_000, async () => {
-      if (!this.supported) await this.probe();
-      if (!this.ctTimeout) await this.probeTimeouts();
-    });
+    every(this.o.reprobeMs ?? 60_000, () => this.node.reprobe());
     every(this.o.conntrackPollMs ?? 15_000, async () => {
       await this.refreshOffloadMetrics();
     });
@@ -200,44 +193,6 @@ export class Agent {
     } else {
       this.log.info('stopped; rules left in place so offloaded connections continue');
     }
-  }
-
-  /** ShortLived needs `ct timeout` objects; without them those Services keep the kernel's timeouts. */
-  private async probeTimeouts(): Promise<void> {
-    const was = this.ctTimeout;
-    const p = await probeCtTimeout(this.o.nft);
-    this.ctTimeout = p.supported;
-    this.ctTimeoutDetail = p.supported ? 'kernel supports ct timeout objects' : `kernel has no ct timeout support (${p.reason}; needs nft_ct with CONFIG_NF_CONNTRACK_TIMEOUT): ShortLived Services keep the default timeouts`;
-    this.o.metrics.conntrackTimeoutSupported.set(p.supported ? 1 : 0);
-    if (!this.conditions.changed('ct-timeout', String(p.supported))) return;
-    if (p.supported && !was && this.applied) {
-      this.log.info('ct timeout support appeared; programming ShortLived timeouts');
-      this.requestFull();
-    } else if (!p.supported) {
-      this.log.warn({ reason: p.reason }, 'degraded: kernel has no ct timeout support; ShortLived Services keep the default conntrack timeouts');
-    }
-  }
-
-  private async probe(): Promise<void> {
-    const was = this.supported;
-    const p = await probeFlowtable(this.o.nft);
-    this.supported = p.supported;
-    this.probeDetail = p.supported ? 'kernel supports flowtables' : `kernel has no flowtable support (adding a flowtable failed: ${p.reason}; needs nf_flow_table_inet and nft_flow_offload)`;
-    this.o.metrics.flowtableSupported.set(p.supported ? 1 : 0);
-    if (!this.conditions.changed('flowtable', String(p.supported))) return;
-    if (p.supported && !was && this.applied) {
-      this.log.info('flowtable support appeared; upgrading the ruleset in place');
-      this.requestFull();
-    } else if (!p.supported) {
-      this.log.warn({ reason: p.reason }, 'degraded: kernel has no flowtable support; programming counters only, nothing is offloaded');
-    }
-  }
-
-  private reportAcct(): void {
-    this.o.metrics.conntrackAccounting.set(this.acct.enabled ? 1 : 0);
-    if (!this.conditions.changed('acct', `${this.acct.enabled}:${this.acct.detail}`)) return;
-    if (this.acct.enabled) this.log.info({ detail: this.acct.detail }, 'conntrack accounting on');
-    else this.log.error({ detail: this.acct.detail }, 'conntrack accounting is off: offload-after-packets thresholds cannot pass');
   }
 
   /** A refusal by the source itself: same bookkeeping as one by the reader. */
@@ -303,7 +258,7 @@ export class Agent {
   }
 
   private renderOptions(devices: readonly string[]): RenderOptions {
-    return { flowtable: this.supported, devices, counter: this.o.counter, ctTimeout: this.ctTimeout };
+    return { flowtable: this.node.flowtable, devices, counter: this.o.counter, ctTimeout: this.node.ctTimeout };
   }
 
   private devicesChanged(): boolean {
@@ -326,10 +281,7 @@ export class Agent {
       result = { kind, ok: true, durationMs: performance.now() - started, ...(drift === undefined ? {} : { drift }) };
       // Status shows locally delivered ports (IPVS) from the first sync on, not 15 s later.
       if (kind === 'full') await this.observer.localDelivery(target).catch((err) => this.log.warn({ err: errorMessage(err) }, 'cannot read IPVS services and local addresses'));
-      if (!this.acct.enabled) {
-        this.acct = await ensureConntrackAccounting(this.o.run);
-        this.reportAcct();
-      }
+      if (!this.node.acct.enabled) await this.node.ensureAccounting();
     } catch (err) {
       for (const key of keys) this.dirty.add(key);
       this.needFull = true;
@@ -352,7 +304,7 @@ export class Agent {
   }
 
   private async applyFull(target: DesiredState): Promise<boolean> {
-    let devices = this.supported ? await this.currentDevices() : [];
+    let devices = this.node.flowtable ? await this.currentDevices() : [];
     const current = await this.o.nft.read();
     // Drift: the table is not what our last transaction left (someone edited or deleted it).
     const differences = this.applied && this.appliedOptions ? drift(current, this.applied, { ...this.appliedOptions, devices: this.appliedDevices }) : [];
@@ -363,7 +315,7 @@ export class Agent {
     try {
       await this.o.nft.apply(fullTransaction(target, this.renderOptions(devices), current));
     } catch (err) {
-      if (!this.supported) throw err;
+      if (!this.node.flowtable) throw err;
       // A device named in the transaction may have vanished since listing: prune, retry once.
       const again = await this.currentDevices();
       if (again.join(',') === devices.join(',')) throw err;
@@ -380,7 +332,7 @@ export class Agent {
 
   /** The Services that changed, and the flowtable's devices if the host poll saw a change. */
   private async applyIncremental(target: DesiredState, keys: Set<string>): Promise<undefined> {
-    const devices = this.supported && this.devicesChanged() ? this.wantDevices : undefined;
+    const devices = this.node.flowtable && this.devicesChanged() ? this.wantDevices : undefined;
     // The kernel drops a deleted device from the flowtable by itself: start from what the
     // flowtable holds now, not from what we last wrote.
     const inKernel = devices ? ((await this.o.nft.read())?.flowtables.get(FLOWTABLE)?.devices ?? this.appliedDevices) : [];
@@ -409,7 +361,7 @@ export class Agent {
         this.runner.request();
       }
     }
-    if (!this.supported) return;
+    if (!this.node.flowtable) return;
     const devices = await this.currentDevices();
     if (devices.join(',') === this.appliedDevices.join(',')) return;
     this.wantDevices = devices;
@@ -428,10 +380,10 @@ export class Agent {
       pid: process.pid,
       updatedAt: new Date().toISOString(),
       node: {
-        mode: this.supported ? 'supported' : 'degraded',
-        detail: this.probeDetail,
-        conntrackTimeout: { supported: this.ctTimeout, detail: this.ctTimeoutDetail },
-        conntrackAccounting: this.acct,
+        mode: this.node.flowtable ? 'supported' : 'degraded',
+        detail: this.node.flowtableDetail,
+        conntrackTimeout: { supported: this.node.ctTimeout, detail: this.node.ctTimeoutDetail },
+        conntrackAccounting: this.node.acct,
         nodeAddresses: this.desired.nodeAddresses.map((a) => a.addr),
       },
       table: `${FAMILY} ${TABLE}`,

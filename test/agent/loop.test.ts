@@ -319,3 +319,22 @@ t.test('a condition is logged when it changes, not at every check, and its memor
   t.same([...(nft.table?.flowtables.get('fastpath')?.devices ?? [])], ['eth0'], 'never added');
   await agent.stop();
 });
+
+t.test('flowtable support that appears while the agent runs upgrades the ruleset in place', async (t) => {
+  const nft = new FakeNft(['eth0']);
+  nft.flowtableSupported = false;
+  const { agent, lines } = makeAgent(nft, new TestSource([service(A)]), { reprobeMs: 10 });
+  await agent.prepare();
+  agent.startLoops();
+  for (let i = 0; i < 200 && agent.lastSync?.ok !== true; i++) await sleep(5);
+  t.same(offloads(nft.table), expectOffloads([{ addrs: [A.addr], ports: A.ports }], false), 'degraded: counting rules, no flow add');
+  t.equal(nft.table?.flowtables.size, 0);
+  t.equal(lines.filter((l) => /^degraded: kernel has no flowtable support/.test(String(l.msg))).length, 1, 'said once');
+  nft.flowtableSupported = true;
+  for (let i = 0; i < 200 && viewText(offloads(nft.table)) !== viewText(expected([A])); i++) await sleep(5);
+  t.same(offloads(nft.table), expected([A]), 'upgraded: flow add, and the flowtable');
+  t.same([...(nft.table?.flowtables.get('fastpath')?.devices ?? [])], ['eth0']);
+  t.equal(agent.statusDoc().node.mode, 'supported');
+  t.equal(lines.filter((l) => /^degraded: kernel has no flowtable support/.test(String(l.msg))).length, 1, 'still said once');
+  await agent.stop();
+});

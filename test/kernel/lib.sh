@@ -14,7 +14,13 @@ check() { local desc=$1; shift; if "$@"; then ok "$desc"; else notok "$desc"; fi
 DIR=/run/fh/services; STATE=/run/fh/state; LOGS=/tmp/fh-logs
 mkdir -p $DIR $STATE $LOGS
 FH="node bin/flowhint.ts"
-agent_once() { nsx $NODE $FH agent --services-dir $DIR --once --state-dir $STATE "$@" >> $LOGS/agent.log 2>&1; }
+# One `agent --once`; its output goes to agent.log, and to CI's output when it fails.
+agent_once() {
+  nsx $NODE $FH agent --services-dir $DIR --once --state-dir $STATE "$@" > $LOGS/once.log 2>&1; local rc=$?
+  cat $LOGS/once.log >> $LOGS/agent.log
+  [ $rc -eq 0 ] || { echo "# agent --once exited $rc:"; tail -n 20 $LOGS/once.log | cut -c1-400 | sed 's/^/#   /'; }
+  return $rc
+}
 status_json() { nsx $NODE $FH status --json --state-dir $STATE; }
 offloaded() { nsx $NODE conntrack -L 2>/dev/null | grep '\[OFFLOAD\]' | grep -- "$1" | grep -c -- "$2"; }
 is_offloaded() { [ "$(offloaded "$1" "$2")" -gt 0 ]; }

@@ -120,9 +120,11 @@ bulk client2 10.96.0.10 8 -p 80; sleep 4
 check "device churn: and carries offloaded flows" is_offloaded "src=10.0.3.2" "dst=10.96.0.10"
 wait $BULK
 ip netns del client2
-sleep 3
+# The kernel destroys the veth pair some time after its namespace (seconds, under TCG).
+for _ in $(seq 100); do nsx $NODE ip link show n2 > /dev/null 2>&1 || break; sleep 0.3; done
 write_service $DIR svc-c 10.96.0.50 'flowhint.dev/traffic-hint: LongLived'
-for _ in $(seq 100); do state_json | grep -q demo/svc-c && break; sleep 0.3; done
+# Programmed, and the gone device dropped by the next host poll (every 2 s), in either order.
+for _ in $(seq 100); do state_json | jq -e '(.services | map(.service) | index("demo/svc-c")) and (.devices | join(",")) == "n0,n1"' > /dev/null 2>&1 && break; sleep 0.3; done
 S=$(state_json)
 check "device churn: a deleted veth does not break the next sync" [ "$(echo "$S" | jq -r '"\(.lastSync.ok):" + ([.services[].service] | join(","))')" = "true:demo/svc-a,demo/svc-c,demo/svc-t" ]
 check "device churn: the deleted veth left the flowtable" [ "$(echo "$S" | jq -r '.devices | join(",")')" = n0,n1 ]

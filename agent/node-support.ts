@@ -10,7 +10,7 @@ import type { Conditions } from '../lib/conditions.ts';
 import type { Runner } from '../lib/exec.ts';
 import type { AgentMetrics } from './metrics.ts';
 import type { Nft } from './nft.ts';
-import { ensureConntrackAccounting, probeCtTimeout, probeFlowtable, type AcctResult } from './probe.ts';
+import { ensureConntrackAccounting, probeCtTimeout, probeFlowtable, type AcctResult, type ProbeResult } from './probe.ts';
 
 export interface NodeSupportOptions {
   run: Runner;
@@ -38,33 +38,38 @@ export class NodeSupport {
 
   /** Flowtables: `nft -c` of a throwaway table with a flowtable and a `flow add` rule. */
   async probeFlowtable(): Promise<void> {
-    const was = this.flowtable;
     const p = await probeFlowtable(this.o.nft);
+    const was = this.flowtable;
     this.flowtable = p.supported;
     this.flowtableDetail = p.supported ? 'kernel supports flowtables' : `kernel has no flowtable support (adding a flowtable failed: ${p.reason}; needs nf_flow_table_inet and nft_flow_offload)`;
     this.o.metrics.flowtableSupported.set(p.supported ? 1 : 0);
-    if (!this.o.conditions.changed('flowtable', String(p.supported))) return;
-    if (p.supported && !was && this.o.programmed()) {
-      this.o.log.info('flowtable support appeared; upgrading the ruleset in place');
-      this.o.upgrade();
-    } else if (!p.supported) {
-      this.o.log.warn({ reason: p.reason }, 'degraded: kernel has no flowtable support; programming counters only, nothing is offloaded');
-    }
+    this.report('flowtable', p, was, {
+      appeared: 'flowtable support appeared; upgrading the ruleset in place',
+      missing: 'degraded: kernel has no flowtable support; programming counters only, nothing is offloaded',
+    });
   }
 
   /** ShortLived needs `ct timeout` objects; without them those Services keep the kernel's timeouts. */
   async probeTimeouts(): Promise<void> {
-    const was = this.ctTimeout;
     const p = await probeCtTimeout(this.o.nft);
+    const was = this.ctTimeout;
     this.ctTimeout = p.supported;
     this.ctTimeoutDetail = p.supported ? 'kernel supports ct timeout objects' : `kernel has no ct timeout support (${p.reason}; needs nft_ct with CONFIG_NF_CONNTRACK_TIMEOUT): ShortLived Services keep the default timeouts`;
     this.o.metrics.conntrackTimeoutSupported.set(p.supported ? 1 : 0);
-    if (!this.o.conditions.changed('ct-timeout', String(p.supported))) return;
+    this.report('ct-timeout', p, was, {
+      appeared: 'ct timeout support appeared; programming ShortLived timeouts',
+      missing: 'degraded: kernel has no ct timeout support; ShortLived Services keep the default conntrack timeouts',
+    });
+  }
+
+  /** One log line per change; support that appears after the first sync upgrades the ruleset. */
+  private report(name: string, p: ProbeResult, was: boolean, say: { appeared: string; missing: string }): void {
+    if (!this.o.conditions.changed(name, String(p.supported))) return;
     if (p.supported && !was && this.o.programmed()) {
-      this.o.log.info('ct timeout support appeared; programming ShortLived timeouts');
+      this.o.log.info(say.appeared);
       this.o.upgrade();
     } else if (!p.supported) {
-      this.o.log.warn({ reason: p.reason }, 'degraded: kernel has no ct timeout support; ShortLived Services keep the default conntrack timeouts');
+      this.o.log.warn({ reason: p.reason }, say.missing);
     }
   }
 

@@ -73,7 +73,7 @@ export interface SyncResult {
   ok: boolean;
   durationMs: number;
   error?: string;
-  /** Full syncs: whether the table differed from the desired state before. */
+  /** Full syncs: whether the table differed from what the last transaction left (drift). */
   drift?: boolean;
 }
 

@@ -6,7 +6,6 @@
  * counts as a drift repair (flowhint_agent_drift_repairs_total) and says what differed.
  */
 import type { DesiredState } from './desired.ts';
-import type { ReadTable } from './nft.ts';
 import { fullTransaction, type RenderOptions } from './render.ts';
 import { applyTransaction, tableDiff, type TableModel } from './table-model.ts';
 
@@ -20,6 +19,6 @@ export function expectedTable(state: DesiredState, o: RenderOptions): TableModel
  * drift). The kernel removes a flowtable device that disappears by itself: fewer devices
  * than programmed is not drift.
  */
-export function drift(current: ReadTable | undefined, state: DesiredState, o: RenderOptions): string[] {
-  return tableDiff(expectedTable(state, o), current?.model, { devices: 'subset' });
+export function drift(current: TableModel | undefined, state: DesiredState, o: RenderOptions): string[] {
+  return tableDiff(expectedTable(state, o), current, { devices: 'subset' });
 }

@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import type { Runner } from '../lib/exec.ts';
 import { FlowhintError, type ErrorCode } from '../lib/errors.ts';
-import { FAMILY, TABLE, type Listing } from './render.ts';
+import { FAMILY, TABLE } from './render.ts';
 import type { MapModel, SetModel, TableModel } from './table-model.ts';
 import { toText, type Hook, type TimeoutSpec, type Transaction } from './transaction.ts';
 
@@ -43,35 +43,6 @@ const ListingJson = z.looseObject({
 
 const SeenElem = z.looseObject({ elem: z.looseObject({ val: z.string(), counter: z.looseObject({ packets: z.number() }).optional() }) });
 const Goto = z.looseObject({ goto: z.looseObject({ target: z.string() }) });
-
-export interface ReadTable extends Listing {
-  /** The table's content, compared with what it should be (agent/table-model.ts). */
-  readonly model: TableModel;
-  readonly seenElements: ReadonlyMap<string, readonly string[]>;
-  /** Counting-set element counters: set name -> address -> packets. */
-  readonly seenCounters: ReadonlyMap<string, ReadonlyMap<string, number>>;
-  readonly ruleCounts: ReadonlyMap<string, number>;
-  readonly elementCounts: ReadonlyMap<string, number>;
-}
-
-/** The views of the model the agent reads (names, counts, counting-set elements). */
-export function readTable(model: TableModel): ReadTable {
-  const elementCounts = new Map<string, number>();
-  for (const [name, m] of model.maps) elementCounts.set(name, m.elements.size);
-  return {
-    model,
-    chains: new Set(model.chains.keys()),
-    counters: new Set(model.counters),
-    ctTimeouts: new Set(model.ctTimeouts.keys()),
-    maps: new Set(model.maps.keys()),
-    sets: new Set(model.sets.keys()),
-    flowtables: new Map([...model.flowtables].map(([name, f]) => [name, { devices: [...f.devices] }])),
-    ruleCounts: new Map([...model.chains].map(([name, c]) => [name, c.rules.length])),
-    elementCounts,
-    seenElements: new Map([...model.sets].map(([name, s]) => [name, [...s.elements.keys()]])),
-    seenCounters: new Map([...model.sets].map(([name, s]) => [name, s.elements])),
-  };
-}
 
 /** A value in nft's JSON (a string, a number, a `concat`), as nft writes it in text. */
 function valueText(v: unknown): string {
@@ -131,7 +102,7 @@ function setElements(elems: readonly unknown[] | undefined): Map<string, number>
 }
 
 /** `nft -j list table inet flowhint` as the table model. */
-export function parseListing(json: string): ReadTable {
+export function parseListing(json: string): TableModel {
   const parsed = ListingJson.parse(JSON.parse(json));
   const chains = new Map<string, { base?: Hook; rules: string[] }>();
   const maps = new Map<string, MapModel>();
@@ -153,7 +124,7 @@ export function parseListing(json: string): ReadTable {
     if (o.set) sets.set(o.set.name, { key: keyType(o.set.type), elements: setElements(o.set.elem) });
     if (o.flowtable) flowtables.set(o.flowtable.name, { devices: new Set(flowtableDevices(o.flowtable)), handle: o.flowtable.handle ?? 0 });
   }
-  return readTable({ flowtables, chains, maps, sets, ctTimeouts, counters, nextHandle: 0 });
+  return { flowtables, chains, maps, sets, ctTimeouts, counters, nextHandle: 0 };
 }
 
 export interface Nft {
@@ -161,8 +132,8 @@ export interface Nft {
   apply(transaction: Transaction): Promise<void>;
   /** Validate a transaction in the kernel without committing it (`nft -c`). */
   check(transaction: string): Promise<{ ok: boolean; stderr: string }>;
-  /** The table as it is now, or `undefined` if it does not exist. */
-  read(): Promise<ReadTable | undefined>;
+  /** The table as it is now (its model), or `undefined` if it does not exist. */
+  read(): Promise<TableModel | undefined>;
   /** `nft list table inet flowhint`, for people. */
   listText(): Promise<string | undefined>;
 }

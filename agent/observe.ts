@@ -42,7 +42,7 @@ export class Observer {
       m.offloadDecisions.reset();
       for (const e of applied.services.values()) {
         let n = 0;
-        for (const v of e.vips) n += table.seenCounters.get(SEEN[v.family])?.get(v.addr) ?? 0;
+        for (const v of e.vips) n += table.sets.get(SEEN[v.family])?.elements.get(v.addr) ?? 0;
         m.offloadDecisions.set({ service: e.key }, n);
       }
     }

@@ -70,6 +70,7 @@ import type { Address } from './address.ts';
 import type { ChainSpec, Delta, DesiredState, Rule } from './desired.ts';
 import { keyToAddress } from './desired.ts';
 import { parseElementKey, timeoutObjectName, type ShortChain } from './short-lived.ts';
+import type { TableModel } from './table-model.ts';
 import { FAMILY, TABLE, add, del, flush, toText, type Op, type Transaction } from './transaction.ts';
 
 export { FAMILY, TABLE };
@@ -91,21 +92,6 @@ export interface RenderOptions {
   /** The kernel supports `ct timeout` objects. When false, ShortLived chains stay empty (degraded). */
   readonly ctTimeout?: boolean;
 }
-
-/** What exists in the kernel now, from `nft -j list table inet flowhint`. */
-export interface Listing {
-  readonly chains: ReadonlySet<string>;
-  readonly counters: ReadonlySet<string>;
-  /** `ct timeout` objects. */
-  readonly ctTimeouts?: ReadonlySet<string>;
-  readonly maps: ReadonlySet<string>;
-  /** Elements of the counting sets now, to prune those of addresses no longer desired. */
-  readonly seenElements?: ReadonlyMap<string, readonly string[]>;
-  readonly sets: ReadonlySet<string>;
-  readonly flowtables: ReadonlyMap<string, { devices: readonly string[] }>;
-}
-
-export const EMPTY_LISTING: Listing = { chains: new Set(), counters: new Set(), maps: new Set(), sets: new Set(), flowtables: new Map() };
 
 /** Interface names as the kernel allows them, minus anything that could end a token. */
 const DEVICE = /^[A-Za-z0-9_.-]{1,15}$/;
@@ -144,11 +130,11 @@ const flowtable = (devices?: readonly string[], counter?: boolean) => ({
 });
 
 /** Flowtable operations for a full sync: create, or adjust devices in place (never recreate needlessly). */
-function flowtableOps(o: RenderOptions, current: Listing): { before: Op[]; after: Op[] } {
+function flowtableOps(o: RenderOptions, current: TableModel | undefined): { before: Op[]; after: Op[] } {
   const before: Op[] = [];
   const after: Op[] = [];
-  const existing = current.flowtables.get(FLOWTABLE);
-  for (const name of current.flowtables.keys()) if (name !== FLOWTABLE) after.push(del({ type: 'flowtable', name }));
+  const existing = current?.flowtables.get(FLOWTABLE);
+  for (const name of current?.flowtables.keys() ?? []) if (name !== FLOWTABLE) after.push(del({ type: 'flowtable', name }));
   if (!o.flowtable) {
     if (existing) after.push(del(flowtable()));
     return { before, after };
@@ -164,7 +150,7 @@ function flowtableOps(o: RenderOptions, current: Listing): { before: Op[]; after
 }
 
 /** Add and remove flowtable devices in place, so offloaded flows on the others stay offloaded. */
-export function deviceOps(current: readonly string[], wanted: readonly string[]): Op[] {
+export function deviceOps(current: Iterable<string>, wanted: readonly string[]): Op[] {
   const have = new Set(current);
   const want = new Set(wanted.filter(isRenderableDevice));
   const adds = [...want].filter((d) => !have.has(d)).sort();
@@ -173,11 +159,6 @@ export function deviceOps(current: readonly string[], wanted: readonly string[])
   if (dels.length > 0) ops.push(del(flowtable(dels)));
   if (adds.length > 0) ops.push(add(flowtable(adds)));
   return ops;
-}
-
-/** The same as nft text (status and tests read it). */
-export function deviceLines(current: readonly string[], wanted: readonly string[]): string[] {
-  return deviceOps(current, wanted).map((op) => toText([op]).trimEnd());
 }
 
 function chainOps(name: string, c: ChainSpec, o: RenderOptions): Op[] {
@@ -238,10 +219,10 @@ const byName = <V>(m: ReadonlyMap<string, V>) => [...m].sort(([a], [b]) => a.loc
 
 /**
  * One atomic transaction that makes the table exactly the desired state, whatever is there
- * now. It flushes and refills, keeping the flowtable (so offloaded flows stay offloaded)
+ * now (`current`, as read back; undefined: no table). It flushes and refills, keeping the flowtable (so offloaded flows stay offloaded)
  * and the counting sets' elements for addresses that remain.
  */
-export function fullTransaction(state: DesiredState, o: RenderOptions, current: Listing = EMPTY_LISTING): Transaction {
+export function fullTransaction(state: DesiredState, o: RenderOptions, current?: TableModel): Transaction {
   const ft = flowtableOps(o, current);
   const wantedChains = new Set<string>([BASE_CHAIN, ...SHORT_BASES, ...state.chains.keys(), ...state.shortChains.keys()]);
   const ownMaps = new Set<string>([MAP.ip, MAP.ip6, SHORT_MAP.ip, SHORT_MAP.ip6]);
@@ -250,20 +231,22 @@ export function fullTransaction(state: DesiredState, o: RenderOptions, current: 
   const stale = (names: Iterable<string>, keep: ReadonlySet<string>) => [...names].sort().filter((n) => !keep.has(n));
   const ops: Op[] = [add({ type: 'table' }), ...ft.before, ...skeleton()];
   ops.push(...[BASE_CHAIN, ...SHORT_BASES].map((name) => flush({ type: 'chain', name })), ...[...ownMaps].map((name) => flush({ type: 'map', name })));
-  for (const name of stale(current.chains, wantedChains)) ops.push(flush({ type: 'chain', name }));
-  for (const name of stale(current.maps, ownMaps)) ops.push(flush({ type: 'map', name }));
+  const chains = stale(current?.chains.keys() ?? [], wantedChains);
+  const maps = stale(current?.maps.keys() ?? [], ownMaps);
+  for (const name of chains) ops.push(flush({ type: 'chain', name }));
+  for (const name of maps) ops.push(flush({ type: 'map', name }));
   for (const [name, spec] of byName(state.chains)) ops.push(...chainOps(name, spec, o));
   for (const [name, spec] of byName(state.shortChains)) ops.push(...shortChainOps(name, spec, o));
   for (const [key, chain] of byName(state.chainOf)) ops.push(add(vipElement(keyToAddress(key), chain)));
   for (const [key, chain] of byName(state.shortOf)) ops.push(add(shortElement(key, chain)));
   ops.push(...baseRules());
-  for (const name of stale(current.chains, wantedChains)) ops.push(del({ type: 'chain', name }));
-  for (const name of stale(current.maps, ownMaps)) ops.push(del({ type: 'map', name }));
-  for (const name of stale(current.ctTimeouts ?? [], wantedTimeouts)) ops.push(del({ type: 'ct timeout', name }));
-  for (const name of stale(current.sets, ownSets)) ops.push(del({ type: 'set', name }));
-  for (const name of [...current.counters].sort()) ops.push(del({ type: 'counter', name }));
+  for (const name of chains) ops.push(del({ type: 'chain', name }));
+  for (const name of maps) ops.push(del({ type: 'map', name }));
+  for (const name of stale(current?.ctTimeouts.keys() ?? [], wantedTimeouts)) ops.push(del({ type: 'ct timeout', name }));
+  for (const name of stale(current?.sets.keys() ?? [], ownSets)) ops.push(del({ type: 'set', name }));
+  for (const name of [...(current?.counters ?? [])].sort()) ops.push(del({ type: 'counter', name }));
   for (const family of ['ip', 'ip6'] as const) {
-    for (const a of current.seenElements?.get(SEEN[family]) ?? []) {
+    for (const a of current?.sets.get(SEEN[family])?.elements.keys() ?? []) {
       if (!state.chainOf.has(`${family} ${a}`)) ops.push(del({ type: 'element', set: SEEN[family], key: [addr({ family, addr: a })] }));
     }
   }
@@ -291,7 +274,7 @@ export function deltaTransaction(delta: Delta, o: RenderOptions): Transaction {
 export const DELETE_TABLE: Transaction = [del({ type: 'table' })];
 
 /** The same transactions as `nft -f` text, for the dry run, the demo and the golden files. */
-export function renderFull(state: DesiredState, o: RenderOptions, current: Listing = EMPTY_LISTING): string {
+export function renderFull(state: DesiredState, o: RenderOptions, current?: TableModel): string {
   return toText(fullTransaction(state, o, current));
 }
 

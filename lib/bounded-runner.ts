@@ -39,8 +39,8 @@ export class BoundedRunner {
     this.schedule();
   }
 
-  /** Run `fn` between runs, never during one. */
-  exclusive<T>(fn: () => Promise<T>): Promise<T> {
+  /** Run `fn` after the run in flight, if any. */
+  private exclusive<T>(fn: () => Promise<T>): Promise<T> {
     const result = this.inflight.then(fn);
     this.inflight = result.then(
       () => undefined,

@@ -50,7 +50,7 @@ t.test('nft fails 1 call in 3: the agent backs off, recovers, and converges', as
   let have = '';
   for (let i = 0; i < 200 && have !== want; i++) {
     await sleep(50);
-    have = agent.lastSync?.ok === true ? viewText(offloads((await nft.read())?.model)) : '';
+    have = agent.lastSync?.ok === true ? viewText(offloads((await nft.read()))) : '';
   }
   await agent.stop();
   t.equal(have, want, 'the table does what all 20 Services ask for');

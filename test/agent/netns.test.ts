@@ -124,7 +124,7 @@ t.test('a table tampered in place (an element re-pointed, a port changed) is dri
     { addrs: ['10.96.0.10'], ports: [{ port: 80 }, { proto: 'udp', port: 53 }] },
     { addrs: ['10.96.0.11'], ports: [{ port: 80, threshold: 500 }, { proto: 'udp', port: 53, threshold: 500 }] },
   ], false));
-  const view = async () => viewText(Object.fromEntries(Object.entries(offloads((await makeNft(ns.run).read())?.model)).filter(([a]) => a.startsWith('10.96.'))));
+  const view = async () => viewText(Object.fromEntries(Object.entries(offloads((await makeNft(ns.run).read()))).filter(([a]) => a.startsWith('10.96.'))));
   t.equal(await view(), want, 'programmed as the manifests say');
   const full = async () => {
     agent.requestFull();

@@ -1,6 +1,8 @@
 import t from 'tap';
 import { buildDesired, diff, withServices } from '../../agent/desired.ts';
-import { EMPTY_LISTING, deviceLines, renderDelta, renderFull, type RenderOptions } from '../../agent/render.ts';
+import { deviceOps, renderDelta, renderFull, type RenderOptions } from '../../agent/render.ts';
+import type { TableModel } from '../../agent/table-model.ts';
+import { toText } from '../../agent/transaction.ts';
 import { parseAddress, type Address } from '../../agent/address.ts';
 import { entry, golden } from '../helpers/agent.ts';
 
@@ -32,7 +34,7 @@ const cases: Array<[string, Parameters<typeof entry>[0][], RenderOptions]> = [
 t.test('golden renderings', async (t) => {
   for (const [file, specs, opts] of cases) {
     const state = buildDesired(specs.map((s) => entry(s)), node);
-    const text = renderFull(state, opts, EMPTY_LISTING);
+    const text = renderFull(state, opts);
     t.equal(text, golden(file, text), file);
   }
 });
@@ -45,13 +47,16 @@ t.test('degraded: no flowtable and no flow add, counters kept', async (t) => {
 
 t.test('full sync over an existing table keeps the flowtable and prunes what is not desired', async (t) => {
   const state = buildDesired([entry({ name: 'web' })], node);
-  const current = {
-    chains: new Set(['classify', 'a_0000000000000000', 'rogue']),
+  const chain = { rules: [] };
+  const set = (...elements: string[]) => ({ key: 'ipv4_addr', elements: new Map(elements.map((e) => [e, 0])) });
+  const current: TableModel = {
+    chains: new Map([['classify', chain], ['a_0000000000000000', chain], ['rogue', chain]]),
     counters: new Set(['s_1111111111111111']),
-    maps: new Set(['vips4', 'vips6', 'extra']),
-    sets: new Set(['junk', 'seen4', 'seen6']),
-    flowtables: new Map([['fastpath', { devices: ['eth0', 'gone0'] }], ['other', { devices: [] }]]),
-    seenElements: new Map([['seen4', ['10.96.0.10', '10.1.1.1']], ['seen6', []]]),
+    maps: new Map(['vips4', 'vips6', 'extra'].map((m) => [m, { key: 'ipv4_addr', elements: new Map() }])),
+    sets: new Map([['junk', set()], ['seen4', set('10.96.0.10', '10.1.1.1')], ['seen6', set()]]),
+    flowtables: new Map([['fastpath', { devices: new Set(['eth0', 'gone0']), handle: 1 }], ['other', { devices: new Set(), handle: 2 }]]),
+    ctTimeouts: new Map(),
+    nextHandle: 3,
   };
   const text = renderFull(state, on, current);
   t.notMatch(text, /add flowtable inet flowhint fastpath \{ hook ingress priority filter; devices = \{ "eth0"/, 'flowtable not recreated');
@@ -69,7 +74,8 @@ t.test('full sync over an existing table keeps the flowtable and prunes what is 
   t.notMatch(text, /delete set inet flowhint seen/, 'counting sets kept');
 });
 
-t.test('device lines', async (t) => {
+t.test('device operations, as nft text', async (t) => {
+  const deviceLines = (current: string[], wanted: string[]) => deviceOps(current, wanted).map((op) => toText([op]).trimEnd());
   t.same(deviceLines(['a', 'b'], ['b', 'c']), [
     'delete flowtable inet flowhint fastpath { devices = { "a" }; }',
     'add flowtable inet flowhint fastpath { hook ingress priority filter; devices = { "c" }; }',

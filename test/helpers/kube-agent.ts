@@ -69,7 +69,7 @@ export async function startKubeAgent(t: { teardown: (fn: () => Promise<void> | v
   const converged = async (want: Expected) => {
     // This kernel has no flowtables: the rules carry no `flow add` (degraded mode).
     const expected = expectOffloads(Object.values(want).map((w) => ({ addrs: [w.addr], ports: [{ port: w.port }] })), false);
-    return agent.lastSync?.ok === true && viewText(offloads((await nft.read())?.model)) === viewText(expected);
+    return agent.lastSync?.ok === true && viewText(offloads((await nft.read()))) === viewText(expected);
   };
   return {
     api,

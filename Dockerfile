@@ -1,7 +1,24 @@
 # flowhint: one image for the webhook and the agent (`flowhint webhook`, `flowhint agent`).
-# Multi-stage: dependencies are installed in a build stage; the runtime is Node 24 slim with
-# the host tools the agent drives (nft, ip, conntrack, sysctl). Runs as non-root by default
-# (the webhook); the agent DaemonSet adds NET_ADMIN and hostNetwork in its Pod spec.
+# Multi-stage: the TypeScript is compiled to JavaScript in a build stage (`npm run build`,
+# tsc -p tsconfig.build.json), so the image runs plain JavaScript: Node's type stripping
+# costs the webhook about 17 MiB of RSS (see README, Benchmarks). Production dependencies are
+# installed in their own stage; the runtime is Node 24 slim with the host tools the agent
+# drives (nft, ip, conntrack, sysctl). Runs as non-root by default (the webhook); the agent
+# DaemonSet adds NET_ADMIN and hostNetwork in its Pod spec.
+FROM node:24-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json tsconfig.json tsconfig.build.json ./
+RUN npm ci --ignore-scripts --no-audit --no-fund
+COPY api ./api
+COPY webhook ./webhook
+COPY agent ./agent
+COPY certs/generate.ts certs/cli.ts ./certs/
+COPY lib ./lib
+COPY bin ./bin
+# `npm run build`, without npm: with --ignore-scripts the `node` devDependency has no binary,
+# and npm would put its .bin/node first on PATH.
+RUN node node_modules/typescript/bin/tsc -p tsconfig.build.json
+
 FROM node:24-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
@@ -14,14 +31,9 @@ RUN apt-get update \
 WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules
 COPY package.json ./
-COPY api ./api
-COPY webhook ./webhook
-COPY agent ./agent
-COPY certs/generate.ts certs/cli.ts ./certs/
-COPY lib ./lib
-COPY bin ./bin
+COPY --from=build /app/dist ./dist
 COPY manifests/examples ./manifests/examples
 ENV NODE_ENV=production NODE_COMPILE_CACHE=/tmp/node-compile-cache
 USER 65532:65532
-ENTRYPOINT ["node", "/app/bin/flowhint.ts"]
+ENTRYPOINT ["node", "/app/dist/bin/flowhint.js"]
 CMD ["--help"]

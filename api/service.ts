@@ -10,9 +10,13 @@ import { z } from 'zod';
 export const StringMap = z.record(z.string(), z.string());
 export type StringMap = z.infer<typeof StringMap>;
 
-/** Just the maps defaulting touches. Used where the rest of the object may be anything. */
-export const HintMetadata = z.looseObject({
-  metadata: z.looseObject({
+/**
+ * Just the maps defaulting touches. Used where the rest of the object may be anything.
+ * Not loose: the parsed copy holds only these two maps (defaulting patches the raw object),
+ * so zod does not copy every other field of a Service on each admission request.
+ */
+export const HintMetadata = z.object({
+  metadata: z.object({
     annotations: StringMap.nullish(),
     labels: StringMap.nullish(),
   }),

@@ -3,19 +3,36 @@
  * baselines answering a canned AdmissionReview: a bare node:https server, and a minimal
  * fastify route on the webhook's TLS settings (the framework's own floor). autocannon drives
  * each over HTTPS on loopback with the same body: a realistic CREATE of a hinted Service that
- * gets defaulted. Rounds alternate (bare, fastify, webhook, bare, …) and medians are reported.
+ * gets defaulted.
+ *
+ * - The webhook runs twice: as the image ships it (JavaScript compiled by `npm run build`)
+ *   and from the TypeScript sources (Node's type stripping, as in development). The
+ *   baselines run as JavaScript too, so none pays for type stripping that the shipped
+ *   webhook does not.
+ * - Throughput: rounds alternate (bare, fastify, webhook, webhook-ts, bare, …). This
+ *   machine's own speed drifts by 2-4x within a minute, so each ratio is taken within a
+ *   round, between neighbours seconds apart, and the median over rounds is reported.
+ * - CPU per request: all four are driven at once at the same fixed rate, so that they share
+ *   the machine's state, and each one's CPU time (from /proc) is divided by its requests.
+ *   The least noisy figure of the run.
  * A benchmark: it prints figures, it asserts nothing.
  */
 import autocannon from 'autocannon';
+import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generateCerts, writeBundle } from '../certs/generate.ts';
+import { buildDist, transpileFiles } from '../test/helpers/build.ts';
 import { median, round, rssMiB, startChild, startWebhookChild, stopChild } from './lib.ts';
 
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 7);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
 const CONNECTIONS = 32;
+/** Per server, in the CPU-per-request measurement (all four at once). */
+const CPU_RATE = 600;
+/** Inside the repository, so that the baselines resolve fastify from its node_modules. */
+const BASELINES = new URL('../.cache/bench-baselines/', import.meta.url).pathname;
 
 const service = {
   apiVersion: 'v1',
@@ -75,55 +92,90 @@ function cannon(url: string, extra: Partial<autocannon.Options> = {}): Promise<a
   });
 }
 
+/** User plus system CPU time of a process, in seconds (clock ticks of 10 ms). */
+function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
 const dir = await mkdtemp(join(tmpdir(), 'flowhint-bench-'));
 try {
   await writeBundle(dir, await generateCerts({ dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'] }));
   const cert = join(dir, 'tls.crt');
   const key = join(dir, 'tls.key');
   const node = process.execPath;
+  const shipped = await buildDist();
+  const [bareJs, fastifyJs] = await transpileFiles(['bench/bare-server.ts', 'bench/fastify-server.ts'], BASELINES);
   const port = (l: string) => (/^\d+$/.test(l) ? l : undefined);
-  const bare = await startChild(node, ['bench/bare-server.ts', cert, key], port, join(dir, 'bare.log'));
-  const floor = await startChild(node, ['bench/fastify-server.ts', cert, key], port, join(dir, 'fastify.log'));
-  const hook = await startWebhookChild(cert, key, dir);
-  const urls = { bare: `https://127.0.0.1:${bare.value}`, fastify: `https://127.0.0.1:${floor.value}`, webhook: hook.url };
-  type Name = keyof typeof urls;
-  const names = Object.keys(urls) as Name[];
+  const bare = await startChild(node, [bareJs!, cert, key], port, join(dir, 'bare.log'));
+  const floor = await startChild(node, [fastifyJs!, cert, key], port, join(dir, 'fastify.log'));
+  const hook = await startWebhookChild(cert, key, dir, shipped);
+  const hookTs = await startWebhookChild(cert, key, dir);
+  const servers = {
+    bare: { url: `https://127.0.0.1:${bare.value}`, child: bare.child },
+    fastify: { url: `https://127.0.0.1:${floor.value}`, child: floor.child },
+    webhook: { url: hook.url, child: hook.child },
+    'webhook-ts': { url: hookTs.url, child: hookTs.child },
+  };
+  type Name = keyof typeof servers;
+  const names = Object.keys(servers) as Name[];
   // Warm each up (JIT, TLS session setup), then alternate rounds.
-  for (const n of names) await cannon(urls[n], { duration: 1 });
-  const rps: Record<Name, number[]> = { bare: [], fastify: [], webhook: [] };
+  for (const n of names) await cannon(servers[n].url, { duration: 1 });
+  const rps = Object.fromEntries(names.map((n) => [n, [] as number[]])) as Record<Name, number[]>;
   let errors = 0;
   for (let i = 0; i < ROUNDS; i++) {
     const line: string[] = [];
     for (const n of names) {
-      const r = await cannon(urls[n]);
+      const r = await cannon(servers[n].url);
       errors += r.errors + r.non2xx;
       rps[n].push(r.requests.average);
       line.push(`${n} ${round(r.requests.average, 0)} req/s (p99 ${r.latency.p99} ms)`);
     }
     console.log(`round ${i + 1}: ${line.join(', ')}`);
   }
+  /** Median over rounds of a/b, each pair measured in the same round. */
+  const paired = (a: Name, b: Name) => median(rps[a].map((x, i) => x / rps[b][i]!));
+  // CPU per request, all four at once at the same rate.
+  const cpu = Object.fromEntries(names.map((n) => [n, [] as number[]])) as Record<Name, number[]>;
+  for (let i = 0; i < 3; i++) {
+    const before = names.map((n) => cpuSeconds(servers[n].child.pid!));
+    const results = await Promise.all(names.map((n) => cannon(servers[n].url, { overallRate: CPU_RATE, connections: 8, duration: 5 })));
+    names.forEach((n, j) => {
+      errors += results[j]!.errors + results[j]!.non2xx;
+      cpu[n].push(((cpuSeconds(servers[n].child.pid!) - before[j]!) * 1e6) / results[j]!.requests.total);
+    });
+  }
   // Tail latency at the same fixed rate: on a 2-core machine that also runs the load
   // generator it is partly the machine's, which is why the baselines' own figures are beside it.
   const fixed = {} as Record<Name, autocannon.Result>;
   for (const n of names) {
-    fixed[n] = await cannon(urls[n], { overallRate: 1000, connections: 16, duration: Math.max(SECONDS, 5) });
+    fixed[n] = await cannon(servers[n].url, { overallRate: 1000, connections: 16, duration: 5 });
     errors += fixed[n].errors + fixed[n].non2xx;
   }
   // RSS right after load, each process as it served it.
-  const rss = { bare: rssMiB(bare.child.pid!), fastify: rssMiB(floor.child.pid!), webhook: rssMiB(hook.child.pid!) };
-  await Promise.all([stopChild(bare.child), stopChild(floor.child), stopChild(hook.child)]);
-  const med = (n: Name) => median(rps[n]);
-  console.log(`\nmedian of ${ROUNDS} x ${SECONDS}s, ${CONNECTIONS} connections: webhook ${round(med('webhook'), 0)} req/s, fastify floor ${round(med('fastify'), 0)} req/s, bare node:https ${round(med('bare'), 0)} req/s`);
-  for (const n of names) console.log(`${n.padEnd(8)} at 1000 req/s: p50 ${fixed[n].latency.p50} ms, p99 ${fixed[n].latency.p99} ms; RSS ${round(rss[n], 1)} MiB`);
+  const rss = Object.fromEntries(names.map((n) => [n, rssMiB(servers[n].child.pid!)])) as Record<Name, number>;
+  await Promise.all(names.map((n) => stopChild(servers[n].child)));
+  console.log(`\nmedians of ${ROUNDS} rounds x ${SECONDS}s, ${CONNECTIONS} connections:`);
+  for (const n of names) {
+    const c = median(cpu[n]);
+    console.log(
+      `${n.padEnd(10)} ${String(round(median(rps[n]), 0)).padStart(6)} req/s; ${round(c, 0)} µs CPU/request at ${CPU_RATE} req/s; at 1000 req/s p50 ${fixed[n].latency.p50} ms, p99 ${fixed[n].latency.p99} ms; RSS ${round(rss[n], 1)} MiB`,
+    );
+  }
   console.log(`errors ${errors}`);
+  const cpuRatio = (a: Name, b: Name) => round(median(cpu[b].map((x, i) => x / cpu[a][i]!)));
   console.log(
     JSON.stringify({
-      throughput_ratio: round(med('webhook') / med('bare')),
-      throughput_ratio_vs_fastify: round(med('webhook') / med('fastify')),
+      throughput_ratio: round(paired('webhook', 'bare')),
+      throughput_ratio_vs_fastify: round(paired('webhook', 'fastify')),
       p99_ms_at_1000rps: fixed.webhook.latency.p99,
       bare_p99_ms_at_1000rps: fixed.bare.latency.p99,
       rss_mib: round(rss.webhook, 1),
       bare_rss_mib: round(rss.bare, 1),
+      cpu_throughput_ratio_vs_fastify: cpuRatio('webhook', 'fastify'),
+      ts_throughput_ratio_vs_fastify: round(paired('webhook-ts', 'fastify')),
+      ts_rss_mib: round(rss['webhook-ts'], 1),
+      errors,
     }),
   );
 } finally {

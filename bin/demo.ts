@@ -14,7 +14,7 @@ import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { Agent as HttpsAgent, request } from 'node:https';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import fjp from 'fast-json-patch';
 import { loadAll } from 'js-yaml';
@@ -31,7 +31,13 @@ import { makeRunner } from '../lib/exec.ts';
 import { silentLogger } from '../lib/log.ts';
 import { startWebhook } from '../webhook/server.ts';
 
-const ROOT = resolve(fileURLToPath(new URL('..', import.meta.url)));
+/** The project's root: the nearest directory above this file with package.json (from bin/ or dist/bin/). */
+function projectRoot(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(join(dir, 'package.json')) && dirname(dir) !== dir) dir = dirname(dir);
+  return dir;
+}
+const ROOT = projectRoot();
 const CERTS = join(ROOT, 'certs', 'dev');
 const EXAMPLES = join(ROOT, 'manifests', 'examples');
 const NETNS = 'flowhint-demo';

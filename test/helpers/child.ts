@@ -50,14 +50,18 @@ export function deployedEnv(file: string, container: string, name: string): stri
   return c?.env?.find((e) => e.name === name)?.value;
 }
 
+/** The TypeScript entry point, run with Node's type stripping (development, tests). */
+export const SOURCE_ENTRY = new URL('../../bin/flowhint.ts', import.meta.url).pathname;
+
 /**
  * `flowhint webhook` on 127.0.0.1 with ephemeral ports, with the NODE_OPTIONS of the
- * deployed container (heap sizing changes RSS a lot); resolves with its URLs.
+ * deployed container (heap sizing changes RSS a lot); resolves with its URLs. `entry` is
+ * the TypeScript source by default, or the compiled `dist/bin/flowhint.js` the image ships.
  */
-export async function startWebhookChild(certFile: string, keyFile: string, logDir: string): Promise<{ child: ChildProcess; url: string; metricsUrl: string }> {
+export async function startWebhookChild(certFile: string, keyFile: string, logDir: string, entry = SOURCE_ENTRY): Promise<{ child: ChildProcess; url: string; metricsUrl: string }> {
   const { child, value } = await startChild(
     process.execPath,
-    [new URL('../../bin/flowhint.ts', import.meta.url).pathname, 'webhook', '--cert', certFile, '--key', keyFile, '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0'],
+    [entry, 'webhook', '--cert', certFile, '--key', keyFile, '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0'],
     (l) => {
       try {
         const j = JSON.parse(l) as { msg?: string; url?: string; metrics?: string };
@@ -66,7 +70,7 @@ export async function startWebhookChild(certFile: string, keyFile: string, logDi
         return undefined;
       }
     },
-    join(logDir, 'webhook.log'),
+    join(logDir, `webhook-${entry.endsWith('.js') ? 'js' : 'ts'}.log`),
     { ...process.env, NODE_OPTIONS: deployedEnv('webhook.yaml', 'webhook', 'NODE_OPTIONS') ?? '' },
   );
   const [url, metricsUrl] = value.split(' ') as [string, string];

@@ -16,7 +16,8 @@
  *   sync, or part of a partial one).
  *
  * What makes a sync full, in one place: `needFull`, set by the first sync, a failure, the
- * periodic resync and a kernel that gained flowtable or ct timeout support.
+ * periodic resync and a kernel that gained flowtable or ct timeout support; and a change of
+ * the table's shape (the first or last Service of a hint: render.ts's base chains).
  * - Restart is idempotent: the flowtable is only touched to add or remove devices, so
  *   connections already offloaded stay offloaded.
  */
@@ -32,7 +33,7 @@ import type { AgentMetrics } from './metrics.ts';
 import { drift } from './drift.ts';
 import { NftError, type Nft } from './nft.ts';
 import { NodeSupport } from './node-support.ts';
-import { DELETE_TABLE, FAMILY, FLOWTABLE, TABLE, deltaTransaction, deviceOps, fullTransaction, type RenderOptions } from './render.ts';
+import { DELETE_TABLE, FAMILY, FLOWTABLE, TABLE, deltaTransaction, deviceOps, fullTransaction, sameShape, shapeOf, type RenderOptions } from './render.ts';
 import type { Source, SourceEvent } from './sources/source.ts';
 import { servicesStatus, type StatusDoc } from './status.ts';
 import { StatusWriter } from './status-writer.ts';
@@ -57,6 +58,8 @@ export interface AgentOptions {
   nodeAddresses?: Address[] | undefined;
   /** The flowtable `counter` flag. */
   counter: boolean;
+  /** The conntrack mark bit for LongLived connections (`--ct-mark-bit`); render.ts's default if absent. */
+  ctMark?: number;
   stateDir?: string | undefined;
   resyncMs?: number;
   minSyncIntervalMs?: number;
@@ -258,7 +261,7 @@ export class Agent {
   }
 
   private renderOptions(devices: readonly string[]): RenderOptions {
-    return { flowtable: this.node.flowtable, devices, counter: this.o.counter, ctTimeout: this.node.ctTimeout };
+    return { flowtable: this.node.flowtable, devices, counter: this.o.counter, ctTimeout: this.node.ctTimeout, ...(this.o.ctMark === undefined ? {} : { ctMark: this.o.ctMark }) };
   }
 
   private devicesChanged(): boolean {
@@ -268,7 +271,8 @@ export class Agent {
   /** One sync, now: full, partial, or flowtable devices only. Exposed for --once and tests. */
   async sync(): Promise<SyncResult> {
     const started = performance.now();
-    const kind: SyncKind = this.needFull || !this.applied ? 'full' : this.dirty.size === 0 && this.devicesChanged() ? 'devices' : 'partial';
+    const full = this.needFull || !this.applied || !sameShape(shapeOf(this.applied), shapeOf(this.desired));
+    const kind: SyncKind = full ? 'full' : this.dirty.size === 0 && this.devicesChanged() ? 'devices' : 'partial';
     const target = this.desired;
     const keys = this.dirty;
     this.dirty = new Set();
@@ -333,15 +337,16 @@ export class Agent {
   /** The Services that changed, and the flowtable's devices if the host poll saw a change. */
   private async applyIncremental(target: DesiredState, keys: Set<string>): Promise<undefined> {
     const devices = this.node.flowtable && this.devicesChanged() ? this.wantDevices : undefined;
-    // The kernel drops a deleted device from the flowtable by itself: start from what the
-    // flowtable holds now, not from what we last wrote.
-    const inKernel = devices ? ((await this.o.nft.read())?.flowtables.get(FLOWTABLE)?.devices ?? this.appliedDevices) : [];
+    // The flowtable exists only while a LongLived Service does (render.ts; a partial sync keeps the shape).
+    const ft = devices && shapeOf(target).long;
+    // The kernel drops a deleted device from the flowtable by itself: start from what it holds now.
+    const inKernel = ft ? ((await this.o.nft.read())?.flowtables.get(FLOWTABLE)?.devices ?? this.appliedDevices) : [];
     const options = this.renderOptions(devices ?? this.appliedDevices);
     const delta = diff(this.applied ?? emptyState(), target, keys);
-    const tx = [...(devices ? deviceOps(inKernel, devices) : []), ...(isEmptyDelta(delta) ? [] : deltaTransaction(delta, options))];
+    const tx = [...(ft ? deviceOps(inKernel, devices) : []), ...(isEmptyDelta(delta) ? [] : deltaTransaction(delta, options))];
     await this.o.nft.apply(tx);
     if (devices) {
-      this.log.info({ added: devices.filter((d) => !this.appliedDevices.includes(d)), removed: this.appliedDevices.filter((d) => !devices.includes(d)) }, 'flowtable devices updated in place');
+      if (ft) this.log.info({ added: devices.filter((d) => !this.appliedDevices.includes(d)), removed: this.appliedDevices.filter((d) => !devices.includes(d)) }, 'flowtable devices updated in place');
       this.appliedDevices = devices;
     }
     this.wantDevices = undefined;

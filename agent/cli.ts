@@ -16,13 +16,13 @@ import { countByService, entriesByService, readConntrack } from './conntrack.ts'
 import { buildDesired } from './desired.ts';
 import { createAgentMetrics } from './metrics.ts';
 import { makeNft } from './nft.ts';
-import { DELETE_TABLE } from './render.ts';
+import { DEFAULT_CT_MARK, DELETE_TABLE, isMarkBit } from './render.ts';
 import { FileSource } from './sources/files.ts';
 import { DEFAULT_STATE_DIR, formatStatus, readStatus } from './status.ts';
 
 const AGENT_USAGE = `usage: flowhint agent [--services-dir DIR | --kubeconfig FILE] [--once] [--offload-after-packets ${DEFAULT_THRESHOLD}] [--short-lived-timeout ${DEFAULT_TIMEOUT_SECONDS}s]
     [--devices RE] [--exclude-devices RE] [--node-address IP…] [--metrics-port 9471] [--metrics-host 0.0.0.0]
-    [--state-dir ${DEFAULT_STATE_DIR}] [--no-flowtable-counter] [--resync-seconds 3600] [--cleanup-on-exit] [--netns NAME]
+    [--state-dir ${DEFAULT_STATE_DIR}] [--no-flowtable-counter] [--ct-mark-bit 0x${DEFAULT_CT_MARK.toString(16)}] [--resync-seconds 3600] [--cleanup-on-exit] [--netns NAME]
   Without --services-dir, Services come from the API server (in-cluster config, or KUBECONFIG).`;
 
 function regex(name: string) {
@@ -75,6 +75,17 @@ const AgentFlags = z.object({
   'metrics-host': z.string().default('0.0.0.0'),
   'state-dir': z.string().default(DEFAULT_STATE_DIR),
   'no-flowtable-counter': z.boolean().default(false),
+  'ct-mark-bit': z
+    .string()
+    .default(`0x${DEFAULT_CT_MARK.toString(16)}`)
+    .transform((v, ctx) => {
+      const n = /^(0x[0-9a-f]{1,8}|[0-9]{1,10})$/i.test(v) ? Number(v) : NaN;
+      if (!isMarkBit(n)) {
+        ctx.addIssue({ code: 'custom', message: `--ct-mark-bit: ${JSON.stringify(v)} is not a single bit of the 32-bit conntrack mark, e.g. 0x2000` });
+        return z.NEVER;
+      }
+      return n;
+    }),
   'resync-seconds': z.coerce.number().positive().default(3600),
   'cleanup-on-exit': z.boolean().default(false),
   netns: z.string().regex(/^[A-Za-z0-9_.-]+$/).optional(),
@@ -100,6 +111,7 @@ export async function agentCommand(argv: string[]): Promise<number> {
       'metrics-host': { type: 'string' },
       'state-dir': { type: 'string' },
       'no-flowtable-counter': { type: 'boolean' },
+      'ct-mark-bit': { type: 'string' },
       'resync-seconds': { type: 'string' },
       'cleanup-on-exit': { type: 'boolean' },
       netns: { type: 'string' },
@@ -136,6 +148,7 @@ export async function agentCommand(argv: string[]): Promise<number> {
     devices: { include: f.devices, exclude: f['exclude-devices'] },
     nodeAddresses: f['node-address'],
     counter: !f['no-flowtable-counter'],
+    ctMark: f['ct-mark-bit'],
     stateDir: f['state-dir'],
     resyncMs: f['resync-seconds'] * 1000,
   });

@@ -67,6 +67,13 @@ export interface DesiredState extends ShortState {
   readonly chains: PMap<string, ChainSpec>;
 }
 
+/** One LongLived (address, protocol, port): its new connections get the mark bit (render.ts). */
+export interface LongElement {
+  readonly address: Address;
+  readonly proto: Proto;
+  readonly port: number;
+}
+
 export interface AddressRules {
   readonly address: Address;
   readonly rules: readonly Rule[];
@@ -253,6 +260,19 @@ export interface Delta extends ShortDelta {
   readonly addElements: Array<{ address: Address; chain: string }>;
   /** Chains no address uses any more: delete them last. */
   readonly removeChains: string[];
+  /** LongLived (address, protocol, port) elements that go, and that come (none in both). */
+  readonly removeLong: LongElement[];
+  readonly addLong: LongElement[];
+}
+
+/** The LongLived elements of the addresses `keys` in `state`: each (protocol, port) of its chain's rules. */
+export function longOf(state: DesiredState, keys: Iterable<string>): Map<string, LongElement> {
+  const out = new Map<string, LongElement>();
+  for (const key of keys) {
+    const chain = state.chainOf.get(key);
+    for (const r of (chain ? state.chains.get(chain)?.rules : undefined) ?? []) out.set(`${key}|${r.proto}|${r.port}`, { address: keyToAddress(key), proto: r.proto, port: r.port });
+  }
+  return out;
 }
 
 function sameEntry(a: ServiceEntry | undefined, b: ServiceEntry | undefined): boolean {
@@ -297,7 +317,11 @@ export function diff(prev: DesiredState, next: DesiredState, changed?: Iterable<
   const d = diffRefs({ of: prev.chainOf, chains: prev.chains }, { of: next.chainOf, chains: next.chains }, affected);
   const removeElements = d.removeKeys.map(keyToAddress);
   const addElements = d.addKeys.map(({ key, chain }) => ({ address: keyToAddress(key), chain }));
-  return { addChains: d.addChains, removeElements, addElements, removeChains: d.removeChains, ...diffShort(prev, next, shortKeys) };
+  const before = longOf(prev, d.removeKeys);
+  const after = longOf(next, d.addKeys.map((a) => a.key));
+  const removeLong = [...before].filter(([k]) => !after.has(k)).map(([, e]) => e);
+  const addLong = [...after].filter(([k]) => !before.has(k)).map(([, e]) => e);
+  return { addChains: d.addChains, removeElements, addElements, removeChains: d.removeChains, removeLong, addLong, ...diffShort(prev, next, shortKeys) };
 }
 
 export function isEmptyDelta(d: Delta): boolean {

@@ -25,7 +25,7 @@ export const FlowtableJson = Named.extend({ prio: z.number().optional(), dev: z.
 export function flowtableDevices(f: z.infer<typeof FlowtableJson>): string[] {
   return f.dev === undefined ? [] : Array.isArray(f.dev) ? f.dev : [f.dev];
 }
-const Hooked = Named.extend({ hook: z.string().optional(), prio: z.number().optional() });
+const Hooked = Named.extend({ type: z.string().optional(), hook: z.string().optional(), prio: z.number().optional() });
 const ElemJson = z.array(z.unknown()).optional();
 const ListingJson = z.looseObject({
   nftables: z.array(
@@ -34,7 +34,7 @@ const ListingJson = z.looseObject({
       rule: z.looseObject({ chain: z.string(), expr: z.array(z.record(z.string(), z.unknown())).optional() }).optional(),
       counter: Named.optional(),
       map: Named.extend({ type: z.union([z.string(), z.array(z.string())]).optional(), elem: ElemJson }).optional(),
-      set: Named.extend({ type: z.union([z.string(), z.array(z.string())]).optional(), elem: ElemJson }).optional(),
+      set: Named.extend({ type: z.union([z.string(), z.array(z.string())]).optional(), flags: z.union([z.string(), z.array(z.string())]).optional(), size: z.number().optional(), elem: ElemJson }).optional(),
       flowtable: FlowtableJson.extend({ handle: z.number().optional() }).optional(),
       'ct timeout': Named.extend({ protocol: z.enum(['tcp', 'udp']).optional(), l3proto: z.enum(['ip', 'ip6']).optional(), policy: z.record(z.string(), z.number()).optional() }).optional(),
     }),
@@ -59,6 +59,10 @@ function exprText(e: unknown): string {
   if (o.ct) return `ct ${o.ct.dir ? `${o.ct.dir} ` : ''}${o.ct.key}`;
   if (o.payload) return `${o.payload.protocol} ${o.payload.field}`;
   if ('concat' in o && Array.isArray(o.concat)) return o.concat.map(exprText).join(' . ');
+  for (const op of ['&', '|'] as const) {
+    const args: unknown = (o as Record<string, unknown>)[op];
+    if (Array.isArray(args) && args.length === 2) return `${exprText(args[0])} ${op} ${valueText(args[1])}`;
+  }
   return `?${JSON.stringify(e)}`;
 }
 
@@ -73,6 +77,10 @@ function statementText(s: Record<string, unknown>): string {
   const flow = s.flow as { op?: string; flowtable?: unknown } | undefined;
   if (flow) return `flow ${flow.op} ${valueText(flow.flowtable)}`;
   if (typeof s['ct timeout'] === 'string') return `ct timeout set "${s['ct timeout']}"`;
+  const mangle = s.mangle as { key?: unknown; value?: unknown } | undefined;
+  if (mangle) return `${exprText(mangle.key)} set ${exprText(mangle.value)}`;
+  const goto = s.goto as { target?: unknown } | undefined;
+  if (goto && typeof goto.target === 'string') return `goto ${goto.target}`;
   return `?${JSON.stringify(s)}`;
 }
 
@@ -91,8 +99,8 @@ function mapElements(elems: readonly unknown[] | undefined): Map<string, string>
 function setElements(elems: readonly unknown[] | undefined): Map<string, number> {
   const out = new Map<string, number>();
   for (const e of elems ?? []) {
-    if (typeof e === 'string') {
-      out.set(e, 0);
+    if (typeof e === 'string' || (e && typeof e === 'object' && 'concat' in e)) {
+      out.set(valueText(e), 0);
       continue;
     }
     const p = SeenElem.safeParse(e);
@@ -116,12 +124,13 @@ export function parseListing(json: string): TableModel {
     if (t) ctTimeouts.set(t.name, { protocol: t.protocol ?? 'tcp', l3proto: t.l3proto ?? 'ip', policy: t.policy ?? {} });
     if (o.chain) {
       const c = chain(o.chain.name);
-      if (o.chain.hook !== undefined) c.base = { hook: o.chain.hook, priority: o.chain.prio ?? 0 };
+      if (o.chain.hook !== undefined) c.base = { ...(o.chain.type === 'nat' ? { type: 'nat' as const } : {}), hook: o.chain.hook, priority: o.chain.prio ?? 0 };
     }
     if (o.rule) chain(o.rule.chain).rules.push((o.rule.expr ?? []).map(statementText).join(' '));
     if (o.counter) counters.add(o.counter.name);
     if (o.map) maps.set(o.map.name, { key: keyType(o.map.type), elements: mapElements(o.map.elem) });
-    if (o.set) sets.set(o.set.name, { key: keyType(o.set.type), elements: setElements(o.set.elem) });
+    // nft 1.0.6's JSON leaves out `flags dynamic`; the counting sets are the ones with a size.
+    if (o.set) sets.set(o.set.name, { key: keyType(o.set.type), dynamic: [o.set.flags ?? []].flat().includes('dynamic') || o.set.size !== undefined, elements: setElements(o.set.elem) });
     if (o.flowtable) flowtables.set(o.flowtable.name, { devices: new Set(flowtableDevices(o.flowtable)), handle: o.flowtable.handle ?? 0 });
   }
   return { flowtables, chains, maps, sets, ctTimeouts, counters, nextHandle: 0 };

@@ -7,56 +7,70 @@
  *     map vips6 { type ipv6_addr : verdict; }
  *     set seen4 { type ipv4_addr; flags dynamic; counter; }  # offload decisions per address
  *     set seen6 { type ipv6_addr; flags dynamic; counter; }
- *     chain classify {                               # the only base chain
+ *     set long4 { type ipv4_addr . inet_proto . inet_service; }  # LongLived address . proto . port
+ *     set long6 { type ipv6_addr . inet_proto . inet_service; }
+ *     map short4 { type ipv4_addr . inet_proto . inet_service : verdict; }  # ShortLived -> chain
+ *     map short6 { type ipv6_addr . inet_proto . inet_service : verdict; }
+ *     chain new_pre {                                # a connection's first packet only
+ *       type nat hook prerouting priority -110; policy accept;
+ *       ip daddr . meta l4proto . th dport @long4 ct mark set ct mark | 8192
+ *       ip6 daddr . meta l4proto . th dport @long6 ct mark set ct mark | 8192
+ *       ip daddr . meta l4proto . th dport vmap @short4
+ *       ip6 daddr . meta l4proto . th dport vmap @short6
+ *     }
+ *     chain new_out { type nat hook output priority -110; … the two ShortLived rules }  # hostNetwork Pods
+ *     chain classify {                               # every forwarded packet: one test
  *       type filter hook forward priority filter + 10; policy accept;
+ *       ct mark & 8192 != 0 goto hinted
+ *     }
+ *     chain hinted {
  *       ct state established ct status dnat ct original ip daddr vmap @vips4
  *       ct state established ct status dnat ct original ip6 daddr vmap @vips6
  *     }
  *     chain v4_<hash(family, rules)> {               # shared by every address with these rules
  *       meta l4proto tcp ct original proto-dst 80 ct packets > 20 update @seen4 { ct original ip daddr } flow add @fastpath
  *     }
- *     # ShortLived (short-lived.ts): a conntrack timeout policy for new connections
- *     map short4 { type ipv4_addr . inet_proto . inet_service : verdict; }  # address . proto . port -> chain
- *     map short6 { type ipv6_addr . inet_proto . inet_service : verdict; }
- *     chain short_pre { type filter hook prerouting priority -150; policy accept;
- *       ct state new ip daddr . meta l4proto . th dport vmap @short4
- *       ct state new ip6 daddr . meta l4proto . th dport vmap @short6 }
- *     chain short_out { type filter hook output priority -150; … the same two rules }   # hostNetwork Pods
  *     ct timeout c4_<hash(family, proto, seconds)> { protocol udp; l3proto ip; policy = { unreplied : 5, replied : 5 }; }
  *     chain s4_<same hash> { ct timeout set "c4_<same hash>" }
  *   }
  *
- * Why priority -150 and the packet's own header for ShortLived: a timeout policy must be
- * attached when conntrack creates the entry, at its first packet (after conntrack at -200),
- * and before kube-proxy's DNAT (-100) the packet still carries the Service address and port.
- * Unlike `ct original proto-dst`, `ip daddr . meta l4proto . th dport` can be concatenated,
- * so one map lookup per new connection finds the Service port. TCP policies set only the
- * closing states: an idle established connection keeps the kernel's timeout.
+ * What each packet that flowhint does not accelerate pays (docs: README "Performance"): a
+ * flowhint base chain costs every packet that crosses its hook, even one that holds nothing
+ * for it, so the ruleset keeps per-packet work to the least the mechanism allows.
+ * - **Decisions at a connection's first packet, in `type nat` chains.** netfilter runs NAT
+ *   chains only for a connection's first packet (until a NAT binding is set up; established
+ *   packets reuse it), so `new_pre`/`new_out` cost nothing per packet afterwards. At priority
+ *   -110, before kube-proxy's DNAT (-100), the packet still carries the Service address and
+ *   port, and `ip daddr . meta l4proto . th dport` is one concatenated lookup (`ct original
+ *   proto-dst` could not be concatenated). A LongLived port sets one conntrack mark bit
+ *   (`--ct-mark-bit`, default 0x2000); a ShortLived port attaches its timeout policy, which
+ *   must be set before conntrack confirms the entry. A NAT chain that ran before ours and set
+ *   up a DNAT would skip it: nothing in kube-proxy's modes does (they DNAT at -100).
+ * - **One test per forwarded packet.** `classify`, at forward `filter + 10` (after kube-proxy's
+ *   and CNIs' forward filters, so a packet they drop is never offloaded; `flow add` is only
+ *   valid in forward), tests the mark bit: an unhinted connection leaves after one conntrack
+ *   field test (measured: about 140 instructions a packet). A marked one goes on to the checks
+ *   that decide, so a bit set by someone else only costs that connection a lookup.
+ * - **Only what the Services in use need:** the flowtable, `classify` and `hinted` exist only
+ *   while a LongLived Service does (the flowtable's ingress hook costs every packet on its
+ *   devices, about 600 instructions); `new_pre` while any hint is in use; `new_out` while a
+ *   ShortLived Service is. A change of that shape is a full sync (agent.ts).
  *
- * Why the forward hook and the conntrack original tuple (not a prerouting mark before
- * DNAT, KEP-4963 v2's choice): the original tuple still holds the Service address after
- * kube-proxy's DNAT in prerouting `dstnat`, so no packet mark is needed and none is shared
- * with kube-proxy or the CNI; `flow add` is only valid in forward anyway; and unhinted
- * traffic costs one hash lookup in an established-only chain. `ct original proto-dst` can be
- * neither concatenated nor used in sets, so each port is one comparison, in a chain reached
- * through a verdict map keyed on address. Priority `filter + 10` runs after kube-proxy's and
- * CNIs' forward filters, so a packet they drop is never offloaded.
+ * Why the conntrack original tuple and `ct status dnat` in `hinted`: the original tuple still
+ * holds the Service address after kube-proxy's DNAT, so no packet mark is shared with
+ * kube-proxy or the CNI. A flowtable entry re-applies to each packet the NAT that conntrack
+ * recorded and forwards it on the route to the other direction's source; kube-proxy's
+ * iptables and nftables modes DNAT in prerouting, so that is exactly right. kube-proxy's IPVS
+ * mode is not: the Service address is local (on `kube-ipvs0`), IPVS rewrites the client's
+ * packets itself at INPUT; only the replies cross forward, and IPVS un-NATs them at forward
+ * priority 100, after this chain. Measured on Debian's 6.1 kernel: such a connection has no
+ * `dnat` status bit; offloaded, every one broke (iperf3's control socket reset; echo
+ * connections hung). Without the `dnat` bit it is never offloaded, and the agent reports such
+ * ports (agent/local-delivery.ts). `ct original proto-dst` cannot be used in sets, so each
+ * port is one comparison, in a chain reached through a verdict map keyed on address.
  *
- * Why `ct status dnat` (only connections that netfilter's NAT rewrote): a flowtable entry
- * re-applies to each packet the NAT that conntrack recorded (the IPS_DST_NAT / IPS_SRC_NAT
- * bits and the reply tuple) and forwards it on the route to the other direction's source.
- * kube-proxy's iptables and nftables modes DNAT in prerouting, so that is exactly right.
- * kube-proxy's IPVS mode is not: the Service address is local (on `kube-ipvs0`), the client's
- * packets are delivered to INPUT, where IPVS rewrites and sends them itself; only the replies
- * cross the forward hook, and IPVS un-NATs them at forward priority 100, after this chain.
- * Measured on Debian's 6.1 kernel: such a connection has no `dnat` status bit; offloaded, its
- * client packets went to the Pod still addressed to the Service, and the Pod's replies
- * reached the client from the Pod's address, so every offloaded IPVS connection broke
- * (iperf3's control socket reset; echo connections hung). Without the `dnat` bit the
- * flowtable cannot forward a connection correctly, so it is never offloaded, and the
- * agent reports such ports (agent/local-delivery.ts). The check is one bit test, in the
- * base rule, before the map lookup: traffic that no NAT touched (Pod to Pod) now skips
- * the lookup altogether.
+ * TCP timeout policies set only the closing states: an idle established connection keeps
+ * the kernel's timeout.
  *
  * Why shared chains and per-address counting sets: nft fetches every chain and named object
  * of the ruleset before each rule or element command, so per-Service chains or counters
@@ -64,22 +78,31 @@
  * mostly map elements.
  *
  * Nothing user-controlled is rendered: only validated addresses, ports and protocols,
- * validated device names, and hex hashes.
+ * validated device names, the mark bit (a power of two), and hex hashes.
  */
 import type { Address } from './address.ts';
-import type { ChainSpec, Delta, DesiredState, Rule } from './desired.ts';
-import { keyToAddress } from './desired.ts';
+import type { ChainSpec, Delta, DesiredState, LongElement, Rule } from './desired.ts';
+import { keyToAddress, longOf } from './desired.ts';
 import { parseElementKey, timeoutObjectName, type ShortChain } from './short-lived.ts';
 import type { TableModel } from './table-model.ts';
 import { FAMILY, TABLE, add, del, flush, toText, type Op, type Transaction } from './transaction.ts';
 
 export { FAMILY, TABLE };
 export const FLOWTABLE = 'fastpath';
+/** The forward base chain (one mark test per packet) and the chain it sends marked connections to. */
 export const BASE_CHAIN = 'classify';
+export const HINTED_CHAIN = 'hinted';
+/** The NAT chains that see a connection's first packet: prerouting, and output (hostNetwork Pods). */
+export const NEW_PRE = 'new_pre';
+export const NEW_OUT = 'new_out';
 export const MAP = { ip: 'vips4', ip6: 'vips6' } as const;
 export const SEEN = { ip: 'seen4', ip6: 'seen6' } as const;
+export const LONG_SET = { ip: 'long4', ip6: 'long6' } as const;
 export const SHORT_MAP = { ip: 'short4', ip6: 'short6' } as const;
-export const SHORT_BASES = ['short_pre', 'short_out'] as const;
+/** Before kube-proxy's DNAT (-100): the packet still carries the Service address and port. */
+export const NEW_PRIORITY = -110;
+/** The conntrack mark bit that says "a LongLived port": `--ct-mark-bit`. */
+export const DEFAULT_CT_MARK = 0x2000;
 /** Bound on the counting sets; stale addresses are pruned at each full sync. */
 export const SEEN_SIZE = 65536;
 
@@ -91,6 +114,33 @@ export interface RenderOptions {
   readonly counter: boolean;
   /** The kernel supports `ct timeout` objects. When false, ShortLived chains stay empty (degraded). */
   readonly ctTimeout?: boolean;
+  /** The conntrack mark bit for LongLived connections (a power of two); DEFAULT_CT_MARK if absent. */
+  readonly ctMark?: number;
+}
+
+/** Which hints are in use: what decides the table's base chains and flowtable. */
+export interface Shape {
+  readonly long: boolean;
+  readonly short: boolean;
+}
+
+export function shapeOf(state: DesiredState): Shape {
+  return { long: state.chains.size > 0, short: state.shortChains.size > 0 };
+}
+
+export function sameShape(a: Shape, b: Shape): boolean {
+  return a.long === b.long && a.short === b.short;
+}
+
+/** Whether `n` can be the mark bit: one bit of the 32-bit conntrack mark. */
+export function isMarkBit(n: number): boolean {
+  return Number.isInteger(n) && n >= 1 && n <= 0x80000000 && (n & (n - 1)) === 0;
+}
+
+function markBit(o: RenderOptions): string {
+  const m = o.ctMark ?? DEFAULT_CT_MARK;
+  if (!isMarkBit(m)) throw new Error(`refusing to render conntrack mark ${m}: not a single bit`);
+  return String(m);
 }
 
 /** Interface names as the kernel allows them, minus anything that could end a token. */
@@ -187,31 +237,57 @@ function vipElement(a: Address, goto?: string): Op['obj'] {
   return { type: 'element', set: MAP[a.family], key: [addr(a)], ...(goto ? { goto: chainId(goto) } : {}) };
 }
 
-const rule = (chain: string, text: string): Op => add({ type: 'rule', chain, rule: text });
+function longElement(e: LongElement): Op['obj'] {
+  return { type: 'element', set: LONG_SET[e.address.family], key: [addr(e.address), e.proto === 'tcp' ? 'tcp' : 'udp', int(e.port, 1, 65535)] };
+}
 
-function baseRules(): Op[] {
+
+const rule = (chain: string, text: string): Op => add({ type: 'rule', chain, rule: text });
+const TUPLE = { ip: 'ip daddr . meta l4proto . th dport', ip6: 'ip6 daddr . meta l4proto . th dport' } as const;
+const NEW_KEY = { ip: 'ipv4_addr . inet_proto . inet_service', ip6: 'ipv6_addr . inet_proto . inet_service' } as const;
+
+/** The base chains (and `hinted`) a shape needs, with their hooks; in the order they are added. */
+function fixedChains(shape: Shape): Array<{ name: string; base?: { type: 'filter' | 'nat'; hook: string; priority: number } }> {
   return [
-    rule(BASE_CHAIN, `ct state established ct status dnat ct original ip daddr vmap @${MAP.ip}`),
-    rule(BASE_CHAIN, `ct state established ct status dnat ct original ip6 daddr vmap @${MAP.ip6}`),
-    ...SHORT_BASES.flatMap((c) => [
-      rule(c, `ct state new ip daddr . meta l4proto . th dport vmap @${SHORT_MAP.ip}`),
-      rule(c, `ct state new ip6 daddr . meta l4proto . th dport vmap @${SHORT_MAP.ip6}`),
-    ]),
+    ...(shape.long ? [{ name: HINTED_CHAIN }, { name: BASE_CHAIN, base: { type: 'filter' as const, hook: 'forward', priority: 10 } }] : []),
+    ...(shape.long || shape.short ? [{ name: NEW_PRE, base: { type: 'nat' as const, hook: 'prerouting', priority: NEW_PRIORITY } }] : []),
+    ...(shape.short ? [{ name: NEW_OUT, base: { type: 'nat' as const, hook: 'output', priority: NEW_PRIORITY } }] : []),
   ];
 }
 
-/** Objects every ruleset has, besides the per-address chains. */
+function fixedRules(shape: Shape, o: RenderOptions): Op[] {
+  const bit = markBit(o);
+  const short = (c: string) => [rule(c, `${TUPLE.ip} vmap @${SHORT_MAP.ip}`), rule(c, `${TUPLE.ip6} vmap @${SHORT_MAP.ip6}`)];
+  const ops: Op[] = [];
+  if (shape.long) {
+    ops.push(
+      rule(HINTED_CHAIN, `ct state established ct status dnat ct original ip daddr vmap @${MAP.ip}`),
+      rule(HINTED_CHAIN, `ct state established ct status dnat ct original ip6 daddr vmap @${MAP.ip6}`),
+      rule(BASE_CHAIN, `ct mark & ${bit} != 0 goto ${HINTED_CHAIN}`),
+    );
+  }
+  if (shape.long || shape.short) {
+    ops.push(
+      rule(NEW_PRE, `${TUPLE.ip} @${LONG_SET.ip} ct mark set ct mark | ${bit}`),
+      rule(NEW_PRE, `${TUPLE.ip6} @${LONG_SET.ip6} ct mark set ct mark | ${bit}`),
+      ...short(NEW_PRE),
+    );
+  }
+  if (shape.short) ops.push(...short(NEW_OUT));
+  return ops;
+}
+
+/** Maps and sets every ruleset has: they cost no packet anything until a rule looks them up. */
 function skeleton(): Op[] {
   return [
     add({ type: 'map', name: MAP.ip, key: 'ipv4_addr' }),
     add({ type: 'map', name: MAP.ip6, key: 'ipv6_addr' }),
     add({ type: 'set', name: SEEN.ip, key: 'ipv4_addr', size: SEEN_SIZE }),
     add({ type: 'set', name: SEEN.ip6, key: 'ipv6_addr', size: SEEN_SIZE }),
-    add({ type: 'chain', name: BASE_CHAIN, base: { hook: 'forward', priority: 10 } }),
-    add({ type: 'map', name: SHORT_MAP.ip, key: 'ipv4_addr . inet_proto . inet_service' }),
-    add({ type: 'map', name: SHORT_MAP.ip6, key: 'ipv6_addr . inet_proto . inet_service' }),
-    add({ type: 'chain', name: SHORT_BASES[0], base: { hook: 'prerouting', priority: -150 } }),
-    add({ type: 'chain', name: SHORT_BASES[1], base: { hook: 'output', priority: -150 } }),
+    add({ type: 'set', name: LONG_SET.ip, key: NEW_KEY.ip }),
+    add({ type: 'set', name: LONG_SET.ip6, key: NEW_KEY.ip6 }),
+    add({ type: 'map', name: SHORT_MAP.ip, key: NEW_KEY.ip }),
+    add({ type: 'map', name: SHORT_MAP.ip6, key: NEW_KEY.ip6 }),
   ];
 }
 
@@ -223,14 +299,18 @@ const byName = <V>(m: ReadonlyMap<string, V>) => [...m].sort(([a], [b]) => a.loc
  * and the counting sets' elements for addresses that remain.
  */
 export function fullTransaction(state: DesiredState, o: RenderOptions, current?: TableModel): Transaction {
-  const ft = flowtableOps(o, current);
-  const wantedChains = new Set<string>([BASE_CHAIN, ...SHORT_BASES, ...state.chains.keys(), ...state.shortChains.keys()]);
+  const shape = shapeOf(state);
+  const ft = flowtableOps({ ...o, flowtable: o.flowtable && shape.long }, current);
+  const fixed = fixedChains(shape);
+  const wantedChains = new Set<string>([...fixed.map((c) => c.name), ...state.chains.keys(), ...state.shortChains.keys()]);
   const ownMaps = new Set<string>([MAP.ip, MAP.ip6, SHORT_MAP.ip, SHORT_MAP.ip6]);
-  const ownSets = new Set<string>([SEEN.ip, SEEN.ip6]);
+  const ownSets = new Set<string>([SEEN.ip, SEEN.ip6, LONG_SET.ip, LONG_SET.ip6]);
   const wantedTimeouts = new Set(o.ctTimeout === false ? [] : [...state.shortChains.keys()].map(timeoutObjectName));
   const stale = (names: Iterable<string>, keep: ReadonlySet<string>) => [...names].sort().filter((n) => !keep.has(n));
   const ops: Op[] = [add({ type: 'table' }), ...ft.before, ...skeleton()];
-  ops.push(...[BASE_CHAIN, ...SHORT_BASES].map((name) => flush({ type: 'chain', name })), ...[...ownMaps].map((name) => flush({ type: 'map', name })));
+  ops.push(...fixed.map((c) => add({ type: 'chain', name: c.name, ...(c.base ? { base: c.base } : {}) })));
+  ops.push(...fixed.map((c) => flush({ type: 'chain', name: c.name })), ...[...ownMaps].map((name) => flush({ type: 'map', name })));
+  ops.push(...[LONG_SET.ip, LONG_SET.ip6].map((name) => flush({ type: 'set', name })));
   const chains = stale(current?.chains.keys() ?? [], wantedChains);
   const maps = stale(current?.maps.keys() ?? [], ownMaps);
   for (const name of chains) ops.push(flush({ type: 'chain', name }));
@@ -238,8 +318,9 @@ export function fullTransaction(state: DesiredState, o: RenderOptions, current?:
   for (const [name, spec] of byName(state.chains)) ops.push(...chainOps(name, spec, o));
   for (const [name, spec] of byName(state.shortChains)) ops.push(...shortChainOps(name, spec, o));
   for (const [key, chain] of byName(state.chainOf)) ops.push(add(vipElement(keyToAddress(key), chain)));
+  for (const e of longOf(state, [...state.chainOf.keys()].sort()).values()) ops.push(add(longElement(e)));
   for (const [key, chain] of byName(state.shortOf)) ops.push(add(shortElement(key, chain)));
-  ops.push(...baseRules());
+  ops.push(...fixedRules(shape, o));
   for (const name of chains) ops.push(del({ type: 'chain', name }));
   for (const name of maps) ops.push(del({ type: 'map', name }));
   for (const name of stale(current?.ctTimeouts.keys() ?? [], wantedTimeouts)) ops.push(del({ type: 'ct timeout', name }));
@@ -260,8 +341,10 @@ export function deltaTransaction(delta: Delta, o: RenderOptions): Transaction {
   for (const c of delta.addChains) ops.push(...chainOps(c.name, c.spec, o));
   for (const c of delta.addShortChains) ops.push(...shortChainOps(c.name, c.spec, o));
   for (const a of delta.removeElements) ops.push(del(vipElement(a)));
+  for (const e of delta.removeLong) ops.push(del(longElement(e)));
   for (const k of delta.removeShortElements) ops.push(del(shortElement(k)));
   for (const e of delta.addElements) ops.push(add(vipElement(e.address, e.chain)));
+  for (const e of delta.addLong) ops.push(add(longElement(e)));
   for (const e of delta.addShortElements) ops.push(add(shortElement(e.key, e.chain)));
   for (const name of delta.removeChains) ops.push(del({ type: 'chain', name: chainId(name) }));
   for (const c of delta.removeShortChains) {
@@ -280,8 +363,4 @@ export function renderFull(state: DesiredState, o: RenderOptions, current?: Tabl
 
 export function renderDelta(delta: Delta, o: RenderOptions): string {
   return toText(deltaTransaction(delta, o));
-}
-
-export function renderDeleteTable(): string {
-  return toText(DELETE_TABLE);
 }

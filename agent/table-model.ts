@@ -41,6 +41,8 @@ export interface MapModel {
 
 export interface SetModel {
   readonly key: string;
+  /** A counting set (dynamic, elements added by packets): its elements are not content. */
+  readonly dynamic: boolean;
   /** Element -> packets its counter has seen. */
   readonly elements: ReadonlyMap<string, number>;
 }
@@ -79,7 +81,7 @@ interface Mutable {
   flowtables: Map<string, { devices: Set<string>; handle: number }>;
   chains: Map<string, { base?: Hook | undefined; rules: string[] }>;
   maps: Map<string, { key: string; elements: Map<string, string> }>;
-  sets: Map<string, { key: string; elements: Map<string, number> }>;
+  sets: Map<string, { key: string; dynamic: boolean; elements: Map<string, number> }>;
   ctTimeouts: Map<string, TimeoutSpec>;
   counters: Set<string>;
   nextHandle: number;
@@ -93,7 +95,7 @@ function thaw(m: TableModel | undefined): Mutable {
     flowtables: new Map([...s.flowtables].map(([k, v]) => [k, { devices: new Set(v.devices), handle: v.handle }])),
     chains: new Map([...s.chains].map(([k, v]) => [k, { base: v.base, rules: [...v.rules] }])),
     maps: copy(s.maps),
-    sets: copy(s.sets),
+    sets: new Map([...s.sets].map(([k, v]) => [k, { key: v.key, dynamic: v.dynamic, elements: new Map(v.elements) }])),
     ctTimeouts: new Map(s.ctTimeouts),
     counters: new Set(s.counters),
     nextHandle: s.nextHandle,
@@ -105,9 +107,10 @@ function freeze(m: Mutable): TableModel {
   return rest;
 }
 
-/** `@name` references and quoted timeout names in a rule. */
-function references(rule: string): { objects: string[]; timeouts: string[] } {
-  return { objects: [...rule.matchAll(/@([A-Za-z0-9_]+)/g)].map((x) => x[1]!), timeouts: [...rule.matchAll(/ct timeout set "([^"]+)"/g)].map((x) => x[1]!) };
+/** `@name` references, quoted timeout names and `goto` targets in a rule. */
+function references(rule: string): { objects: string[]; timeouts: string[]; chains: string[] } {
+  const all = (re: RegExp) => [...rule.matchAll(re)].map((x) => x[1]!);
+  return { objects: all(/@([A-Za-z0-9_]+)/g), timeouts: all(/ct timeout set "([^"]+)"/g), chains: all(/\bgoto ([A-Za-z0-9_]+)/g) };
 }
 
 function referenced(m: Mutable, test: (rule: string) => boolean): boolean {
@@ -155,6 +158,7 @@ function applyOp(m: Mutable, op: Op, env: ApplyEnv): void {
       } else {
         // The kernel deletes the chain's rules with it; a jump or goto to it holds it.
         if ([...m.maps.values()].some((s) => [...s.elements.values()].includes(o.name))) throw ebusy('an element jumps to it');
+        if (referenced(m, (r) => references(r).chains.includes(o.name))) throw ebusy('a rule jumps to it');
         m.chains.delete(o.name);
       }
       return;
@@ -164,7 +168,9 @@ function applyOp(m: Mutable, op: Op, env: ApplyEnv): void {
       const all: Map<string, { key: string; elements: Map<string, unknown> }> = o.type === 'map' ? m.maps : m.sets;
       const s = all.get(o.name);
       if (op.verb === 'add') {
-        if (!s) all.set(o.name, { key: o.key ?? '', elements: new Map() });
+        if (s) return;
+        if (o.type === 'map') m.maps.set(o.name, { key: o.key ?? '', elements: new Map() });
+        else m.sets.set(o.name, { key: o.key ?? '', dynamic: o.size !== undefined, elements: new Map() });
       } else if (!s) {
         throw enoent(`no such ${o.type}`);
       } else if (op.verb === 'flush') {
@@ -181,6 +187,7 @@ function applyOp(m: Mutable, op: Op, env: ApplyEnv): void {
       const refs = references(o.rule);
       for (const name of refs.objects) if (!m.maps.has(name) && !m.sets.has(name) && !m.flowtables.has(name)) throw enoent(`no set, map or flowtable ${name}`);
       for (const name of refs.timeouts) if (!m.ctTimeouts.has(name)) throw enoent(`no ct timeout ${name}`);
+      for (const name of refs.chains) if (!m.chains.has(name)) throw enoent(`no chain ${name}`);
       if (op.verb !== 'add') throw enoent('rules are deleted by handle, which this model does not use');
       c.rules.push(o.rule);
       return;
@@ -251,7 +258,7 @@ function sameTimeout(want: TimeoutSpec, have: TimeoutSpec): boolean {
   return [...states].every((s) => (want.policy[s] ?? defaults[s]) === (have.policy[s] ?? defaults[s]));
 }
 
-const hookText = (h: Hook | undefined) => (h ? `${h.hook} ${h.priority}` : 'regular');
+const hookText = (h: Hook | undefined) => (h ? `${h.type ?? 'filter'} ${h.hook} ${h.priority}` : 'regular');
 
 /**
  * Differences in content between what the table should hold and what it holds, as short
@@ -284,6 +291,12 @@ export function tableDiff(want: TableModel | undefined, have: TableModel | undef
     for (const k of h.elements.keys()) if (!w.elements.has(k)) out.push(`map ${name} has ${k}, which it should not`);
   }
   names(want.sets, have.sets, 'set');
+  for (const [name, w] of want.sets) {
+    const h = have.sets.get(name);
+    if (!h || w.dynamic) continue;
+    for (const k of w.elements.keys()) if (!h.elements.has(k)) out.push(`set ${name} lacks ${k}`);
+    for (const k of h.elements.keys()) if (!w.elements.has(k)) out.push(`set ${name} has ${k}, which it should not`);
+  }
   names(want.ctTimeouts, have.ctTimeouts, 'ct timeout');
   for (const [name, w] of want.ctTimeouts) {
     const h = have.ctTimeouts.get(name);

@@ -8,8 +8,10 @@
  * bodies are built from validated ports, protocols and thresholds); `toText` only joins.
  */
 
-/** A base chain's hook: `type filter hook <hook> priority <priority>; policy accept;`. */
+/** A base chain's hook: `type <type> hook <hook> priority <priority>; policy accept;`. */
 export interface Hook {
+  /** filter (absent: filter) or nat: a nat chain sees only a connection's first packet. */
+  readonly type?: 'filter' | 'nat';
   /** forward, prerouting, output (a listing may show others: drift). */
   readonly hook: string;
   readonly priority: number;
@@ -32,7 +34,7 @@ export type Obj =
   | { readonly type: 'chain'; readonly name: string; readonly base?: Hook }
   /** A verdict map: key type (nft's names, concatenated with ` . `) to a `goto`. `key` only to add. */
   | { readonly type: 'map'; readonly name: string; readonly key?: string }
-  /** A set: dynamic with a per-element counter and a size bound, as the counting sets are. */
+  /** A set: with `size`, dynamic with a per-element counter and that bound (the counting sets); without, a plain set. */
   | { readonly type: 'set'; readonly name: string; readonly key?: string; readonly size?: number }
   /** One rule appended to a chain. `rule` is nft rule syntax, as knftables' Rule.Rule. */
   | { readonly type: 'rule'; readonly chain: string; readonly rule: string }
@@ -88,11 +90,12 @@ function objText(op: Op): string {
       if (op.verb === 'delete') return o.devices ? `flowtable ${T} ${o.name} {${devicesClause(o.devices)} }` : `flowtable ${T} ${o.name}`;
       return `flowtable ${T} ${o.name} { hook ingress priority filter;${devicesClause(o.devices ?? [])}${o.counter ? ' counter;' : ''} }`;
     case 'chain':
-      return o.base && op.verb === 'add' ? `chain ${T} ${o.name} { type filter hook ${o.base.hook} priority ${priority(o.base.priority)}; policy accept; }` : `chain ${T} ${o.name}`;
+      return o.base && op.verb === 'add' ? `chain ${T} ${o.name} { type ${o.base.type ?? 'filter'} hook ${o.base.hook} priority ${priority(o.base.priority)}; policy accept; }` : `chain ${T} ${o.name}`;
     case 'map':
       return op.verb === 'add' ? `map ${T} ${o.name} { type ${need(o.key, o)} : verdict; }` : `map ${T} ${o.name}`;
     case 'set':
-      return op.verb === 'add' ? `set ${T} ${o.name} { type ${need(o.key, o)}; size ${need(o.size, o)}; flags dynamic; counter; }` : `set ${T} ${o.name}`;
+      if (op.verb !== 'add') return `set ${T} ${o.name}`;
+      return o.size === undefined ? `set ${T} ${o.name} { type ${need(o.key, o)}; }` : `set ${T} ${o.name} { type ${need(o.key, o)}; size ${o.size}; flags dynamic; counter; }`;
     case 'rule':
       return `rule ${T} ${o.chain} ${o.rule}`;
     case 'element':

@@ -1,21 +1,21 @@
 /**
- * `npm run bench:dataplane`'s report: medians per path, workload and mode, and each ratio the
- * issue names with a 95 % bootstrap confidence interval, so that a reader can tell a gain from
- * noise (TCG spreads rounds of the same mode by ±20 %). Pure functions plus a CLI; the VM
- * script (bench.sh) only collects samples.
+ * `npm run bench:dataplane`'s report. The VM runs under icount (test/kernel/icount/lib.sh):
+ * guest time counts executed instructions, so each throughput is work per instruction and
+ * repeats within 1 %. Each configuration is measured twice; the report gives their mean, the
+ * relative difference between the two as the spread, the cost in instructions per unit of
+ * work, and the ratios the issue names. Pure functions plus a CLI; the VM script (bench.sh)
+ * only collects samples.
  *
- * usage: node bench/dataplane-report.ts SAMPLES [--svg FILE] [key=value ...]
- *   SAMPLES: one line per measurement, `path workload mode value` (higher is better)
- *   --svg FILE: also draw each mode against no flowhint, per path and workload (vega-lite)
- *   key=value: extra figures for the JSON line (the ShortLived conntrack peak ratio)
- * Prints a table per path, then the ratios, then one JSON line.
+ * usage: node bench/dataplane-report.ts SAMPLES [--svg FILE] [--markdown FILE] [key=value ...]
+ *   SAMPLES: one line per measurement, `path workload mode value` (throughput, higher is better)
+ *   --svg FILE: instructions per unit of work per mode and path (vega-lite)
+ *   --markdown FILE: the tables and ratios as a page (docs/dataplane.md)
+ *   key=value: extra figures for the JSON line
+ * Prints the tables, then the ratios, then one JSON line.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import * as vega from 'vega';
 import { compile, type TopLevelSpec } from 'vega-lite';
-import { median } from './lib.ts';
-
-export { median };
 
 export type Samples = Map<string, number[]>;
 
@@ -26,127 +26,146 @@ export function parseSamples(text: string): Samples {
   for (const line of text.split('\n')) {
     const [path, workload, mode, value, extra] = line.trim().split(/\s+/);
     const v = Number(value);
-    if (!path || !workload || !mode || extra !== undefined || !Number.isFinite(v)) continue;
+    if (!path || !workload || !mode || extra !== undefined || !Number.isFinite(v) || v <= 0) continue;
     const k = sampleKey(path, workload, mode);
     out.set(k, [...(out.get(k) ?? []), v]);
   }
   return out;
 }
 
-/** mulberry32: a small seeded generator, so a report is reproducible from its samples. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+export function mean(xs: readonly number[]): number {
+  return xs.length === 0 ? Number.NaN : xs.reduce((a, b) => a + b, 0) / xs.length;
 }
+
+/** The largest relative difference between repeats of one configuration: (max − min) / mean. */
+export function spread(xs: readonly number[]): number {
+  return xs.length < 2 ? 0 : (Math.max(...xs) - Math.min(...xs)) / mean(xs);
+}
+
+/** What one unit of each workload is, and how throughput turns into instructions per unit. */
+export const UNITS: Readonly<Record<string, { throughput: string; unit: string; perSecond: (v: number) => number }>> = {
+  udp_pps: { throughput: 'packets/s', unit: 'packet', perSecond: (v) => v },
+  tcp: { throughput: 'Mbit/s', unit: 'kB', perSecond: (v) => (v * 1e6) / 8 / 1000 },
+  rr: { throughput: 'transactions/s', unit: 'transaction', perSecond: (v) => v },
+  crr: { throughput: 'connections/s', unit: 'connection', perSecond: (v) => v },
+};
 
 /**
- * The ratio of medians a/b and its 95 % percentile-bootstrap interval: both samples are
- * resampled with replacement `iterations` times.
+ * Instructions per unit of work: under icount one guest nanosecond is one instruction, so a
+ * second of guest time is 1e9 instructions, shared by everything on the one vCPU.
  */
-export function ratioWithCi(a: readonly number[], b: readonly number[], iterations = 4000, seed = 1): { ratio: number; low: number; high: number } {
-  const ratio = median(a) / median(b);
-  if (a.length === 0 || b.length === 0) return { ratio, low: Number.NaN, high: Number.NaN };
-  const next = rng(seed);
-  const draw = (xs: readonly number[]) => median(Array.from({ length: xs.length }, () => xs[Math.floor(next() * xs.length)]!));
-  const rs: number[] = [];
-  for (let i = 0; i < iterations; i++) rs.push(draw(a) / draw(b));
-  rs.sort((x, y) => x - y);
-  return { ratio, low: rs[Math.floor(0.025 * (iterations - 1))]!, high: rs[Math.ceil(0.975 * (iterations - 1))]! };
+export function cost(workload: string, throughput: number): number {
+  const u = UNITS[workload];
+  return u ? 1e9 / u.perSecond(throughput) : Number.NaN;
 }
 
-/** The JSON line's ratios: [key, path, workload, mode, baseline mode]. */
-export const RATIOS: ReadonlyArray<readonly [string, string, string, string, string]> = [
-  ['kpnft_tcp_hinted_vs_none', 'kpnft', 'tcp', 'hinted', 'none'],
-  ['kpnft_udp_pps_hinted_vs_none', 'kpnft', 'udp_pps', 'hinted', 'none'],
-  ['kpnft_rr_hinted_vs_none', 'kpnft', 'rr', 'hinted', 'none'],
-  ['kpnft_crr_hinted_vs_none', 'kpnft', 'crr', 'hinted', 'none'],
-  ['kpnft_tcp_unhinted_vs_none', 'kpnft', 'tcp', 'unhinted', 'none'],
-  ['kpnft_udp_pps_unhinted_vs_none', 'kpnft', 'udp_pps', 'unhinted', 'none'],
-  ['kpnft_tcp_hinted_vs_handwritten', 'kpnft', 'tcp', 'hinted', 'handwritten'],
-  ['kpnft_udp_pps_hinted_vs_handwritten', 'kpnft', 'udp_pps', 'hinted', 'handwritten'],
-  ['kpipt_tcp_hinted_vs_none', 'kpipt', 'tcp', 'hinted', 'none'],
-  ['kpipt_udp_pps_hinted_vs_none', 'kpipt', 'udp_pps', 'hinted', 'none'],
-  ['dnat_tcp_hinted_vs_none', 'dnat', 'tcp', 'hinted', 'none'],
-  // Beyond the issue's list: 4 streams, and what the flowtable `counter` flag costs.
-  ['kpnft_tcp4_hinted_vs_none', 'kpnft', 'tcp4', 'hinted', 'none'],
-  ['kpnft_tcp_counter_vs_nocounter', 'kpnft', 'tcp', 'hinted', 'nocounter'],
-  ['kpnft_udp_pps_counter_vs_nocounter', 'kpnft', 'udp_pps', 'hinted', 'nocounter'],
+const value = (s: Samples, path: string, workload: string, mode: string) => mean(s.get(sampleKey(path, workload, mode)) ?? []);
+
+/** The JSON line's throughput ratios (> 1 is faster): [key, path, workload, mode, baseline path, baseline mode]. */
+export const RATIOS: ReadonlyArray<readonly [string, string, string, string, string, string]> = [
+  ['kpnft_tcp_hinted_vs_none', 'kpnft', 'tcp', 'hinted', 'kpnft', 'none'],
+  ['kpnft_udp_pps_hinted_vs_none', 'kpnft', 'udp_pps', 'hinted', 'kpnft', 'none'],
+  ['kpnft_rr_hinted_vs_none', 'kpnft', 'rr', 'hinted', 'kpnft', 'none'],
+  ['kpnft_crr_hinted_vs_none', 'kpnft', 'crr', 'hinted', 'kpnft', 'none'],
+  ['kpnft_tcp_unhinted_vs_none', 'kpnft', 'tcp', 'unhinted', 'kpnft', 'none'],
+  ['kpnft_udp_pps_unhinted_vs_none', 'kpnft', 'udp_pps', 'unhinted', 'kpnft', 'none'],
+  ['kpnft_rr_unhinted_vs_none', 'kpnft', 'rr', 'unhinted', 'kpnft', 'none'],
+  ['kpnft_crr_unhinted_vs_none', 'kpnft', 'crr', 'unhinted', 'kpnft', 'none'],
+  ['kpnft_tcp_unhinted_vs_inherent', 'kpnft', 'tcp', 'unhinted', 'kpnft', 'inherent'],
+  ['kpnft_udp_pps_unhinted_vs_inherent', 'kpnft', 'udp_pps', 'unhinted', 'kpnft', 'inherent'],
+  ['kpnft_udp_pps_inherent_vs_none', 'kpnft', 'udp_pps', 'inherent', 'kpnft', 'none'],
+  ['kpnft_udp_pps_bare_vs_none', 'kpnft', 'udp_pps', 'bare', 'kpnft', 'none'],
+  ['kpnft_tcp_hinted_vs_handwritten', 'kpnft', 'tcp', 'hinted', 'kpnft', 'handwritten'],
+  ['kpnft_udp_pps_hinted_vs_handwritten', 'kpnft', 'udp_pps', 'hinted', 'kpnft', 'handwritten'],
+  ['kpnft_udp_pps_hinted_vs_nocounter', 'kpnft', 'udp_pps', 'hinted', 'kpnft', 'nocounter'],
+  ['kpipt_udp_pps_hinted_vs_none', 'kpipt', 'udp_pps', 'hinted', 'kpipt', 'none'],
+  ['kpipt_udp_pps_unhinted_vs_none', 'kpipt', 'udp_pps', 'unhinted', 'kpipt', 'none'],
+  ['kpipt_tcp_hinted_vs_none', 'kpipt', 'tcp', 'hinted', 'kpipt', 'none'],
+  ['dnat_tcp_hinted_vs_none', 'dnat', 'tcp', 'hinted', 'dnat', 'none'],
+  ['kpnft_udp_pps_unhinted_10k_vs_10', 'kpnft10k', 'udp_pps', 'unhinted', 'kpnft10', 'unhinted'],
+  ['kpnft_udp_pps_hinted_10k_vs_10', 'kpnft10k', 'udp_pps', 'hinted', 'kpnft10', 'hinted'],
 ];
 
-const round3 = (x: number) => (Number.isFinite(x) ? Math.round(x * 1000) / 1000 : null);
+const round4 = (x: number) => (Number.isFinite(x) ? Math.round(x * 10000) / 10000 : null);
 
-/** Every ratio and its interval's lower end, as the JSON line's keys (null where unmeasured). */
-export function report(samples: Samples): { lines: string[]; json: Record<string, number | null> } {
+/**
+ * The share of the node's netfilter cost per packet that `mode` removes: (none − mode) /
+ * (none − floor), in instructions per packet; floor is the same forwarding with no rules.
+ */
+export function shareRemoved(s: Samples, path: string, workload: string, mode: string): number {
+  const none = cost(workload, value(s, path, workload, 'none'));
+  const floor = cost(workload, value(s, 'floor', workload, 'none'));
+  return (none - cost(workload, value(s, path, workload, mode))) / (none - floor);
+}
+
+export function report(s: Samples): { lines: string[]; json: Record<string, number | null> } {
   const lines: string[] = [];
   const json: Record<string, number | null> = {};
-  for (const [key, path, workload, mode, base] of RATIOS) {
-    const a = samples.get(sampleKey(path, workload, mode)) ?? [];
-    const b = samples.get(sampleKey(path, workload, base)) ?? [];
-    const r = ratioWithCi(a, b);
-    json[key] = round3(r.ratio);
-    json[`${key}_ci_low`] = round3(r.low);
-    lines.push(`${key.padEnd(38)} ${r.ratio.toFixed(3)}  95% CI [${r.low.toFixed(3)}, ${r.high.toFixed(3)}]  (n=${a.length}/${b.length})`);
+  for (const [key, path, workload, mode, basePath, base] of RATIOS) {
+    const r = value(s, path, workload, mode) / value(s, basePath, workload, base);
+    json[key] = round4(r);
+    const ca = cost(workload, value(s, path, workload, mode));
+    const cb = cost(workload, value(s, basePath, workload, base));
+    lines.push(`${key.padEnd(38)} ${Number.isFinite(r) ? r.toFixed(4) : '-'}   (${fmt(ca)} vs ${fmt(cb)} instructions per ${UNITS[workload]?.unit ?? '?'})`);
   }
+  for (const [path, mode] of [['kpnft', 'hinted'], ['kpnft', 'handwritten'], ['kpipt', 'hinted']] as const) {
+    for (const w of ['udp_pps', 'tcp'] as const) {
+      const key = `${path}_${w === 'udp_pps' ? 'udp' : 'tcp'}_netfilter_share_removed_${mode}`;
+      json[key] = round4(shareRemoved(s, path, w, mode));
+      lines.push(`${key.padEnd(38)} ${json[key] ?? '-'}   (of the node's netfilter cost per ${UNITS[w]!.unit}, none − floor)`);
+    }
+  }
+  json.max_repeat_spread = round4(Math.max(0, ...[...s.values()].map(spread)));
   return { lines, json };
 }
 
-const UNITS: Record<string, string> = { tcp: 'Mbit/s', tcp4: 'Mbit/s', udp_pps: 'packets/s', rr: 'transactions/s', crr: 'connections/s' };
+const fmt = (x: number) => (Number.isFinite(x) ? Math.round(x).toLocaleString('en-US') : '-');
+export const MODES = ['floor', 'none', 'bare', 'inherent', 'unhinted', 'hinted', 'nocounter', 'handwritten'] as const;
 
-/** A table per path: workloads as rows, modes as columns, medians and [min–max]. */
-export function tables(samples: Samples): string[] {
-  const paths = [...new Set([...samples.keys()].map((k) => k.split(' ')[0]!))];
-  const modes = ['none', 'hinted', 'unhinted', 'handwritten', 'nocounter'];
+/** Per path, workloads as rows and modes as columns: throughput, instructions per unit, spread. */
+export function tables(s: Samples): string[] {
+  const paths = [...new Set([...s.keys()].map((k) => k.split(' ')[0]!))];
   const out: string[] = [];
   for (const p of paths) {
-    out.push(`path ${p}:`, `  ${'workload'.padEnd(10)}${modes.map((m) => m.padStart(26)).join('')}`);
-    const workloads = [...new Set([...samples.keys()].filter((k) => k.startsWith(`${p} `)).map((k) => k.split(' ')[1]!))];
+    const modes = MODES.filter((m) => [...s.keys()].some((k) => k.startsWith(`${p} `) && k.endsWith(` ${m}`)));
+    out.push(`| ${p} | ${modes.join(' | ')} |`, `| --- | ${modes.map(() => '---').join(' | ')} |`);
+    const workloads = Object.keys(UNITS).filter((w) => [...s.keys()].some((k) => k.startsWith(`${p} ${w} `)));
     for (const w of workloads) {
-      const scale = w.startsWith('tcp') ? 1e-6 : 1;
       const cell = (m: string) => {
-        const xs = (samples.get(sampleKey(p, w, m)) ?? []).map((x) => x * scale);
-        return xs.length === 0 ? '-' : `${median(xs).toFixed(0)} [${Math.min(...xs).toFixed(0)}-${Math.max(...xs).toFixed(0)}]`;
+        const xs = s.get(sampleKey(p, w, m));
+        if (!xs) return '-';
+        return `${fmt(mean(xs))} ${UNITS[w]!.throughput}<br>**${fmt(cost(w, mean(xs)))}** per ${UNITS[w]!.unit}<br>±${(spread(xs) * 100).toFixed(2)} %`;
       };
-      out.push(`  ${w.padEnd(10)}${modes.map((m) => cell(m).padStart(26)).join('')}  ${UNITS[w] ?? ''}`);
+      out.push(`| ${w} | ${modes.map(cell).join(' | ')} |`);
     }
+    out.push('');
   }
   return out;
 }
 
-/**
- * The plot: per path and workload, each mode's median over no flowhint's, with its 95 %
- * bootstrap interval; 1 is "as without flowhint" (pure: a vega-lite spec from the samples).
- */
-export function chartSpec(samples: Samples): TopLevelSpec {
-  const values: Array<{ path: string; workload: string; mode: string; ratio: number; low: number; high: number }> = [];
-  for (const k of samples.keys()) {
+/** The plot: instructions per unit of work per mode, a panel per path and workload (lower is cheaper). */
+export function chartSpec(s: Samples): TopLevelSpec {
+  const values: Array<{ path: string; workload: string; mode: string; instructions: number }> = [];
+  for (const [k, xs] of s) {
     const [path, workload, mode] = k.split(' ') as [string, string, string];
-    if (mode === 'none') continue;
-    const base = samples.get(sampleKey(path, workload, 'none'));
-    if (!base) continue;
-    const r = ratioWithCi(samples.get(k)!, base);
-    values.push({ path, workload, mode, ratio: r.ratio, low: r.low, high: r.high });
+    if (workload !== 'udp_pps' && workload !== 'crr') continue;
+    values.push({ path, workload: `${workload} (per ${UNITS[workload]!.unit})`, mode, instructions: Math.round(cost(workload, mean(xs))) });
   }
-  const x = { field: 'workload', type: 'nominal' as const, title: null, sort: ['tcp', 'tcp4', 'udp_pps', 'rr', 'crr'] };
-  const xOffset = { field: 'mode', sort: ['hinted', 'unhinted', 'handwritten', 'nocounter'] };
   return {
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
-    title: { text: 'Each mode against no flowhint (median ratio, 95 % bootstrap interval)', subtitle: 'emulated kernel (qemu TCG): only the ratios mean anything' },
+    title: { text: 'Instructions per packet (UDP) and per connection (CRR), by mode and path', subtitle: 'qemu icount: guest time counts instructions; lower is cheaper' },
     data: { values },
-    facet: { column: { field: 'path', type: 'nominal', title: null, sort: ['kpnft', 'kpipt', 'dnat'] } },
+    facet: { row: { field: 'workload', type: 'nominal', title: null }, column: { field: 'path', type: 'nominal', title: null } },
+    resolve: { scale: { y: 'independent' } },
     spec: {
-      width: 220,
-      height: 220,
-      layer: [
-        { mark: 'bar', encoding: { x, xOffset, y: { field: 'ratio', type: 'quantitative', title: 'vs no flowhint' }, color: { field: 'mode', type: 'nominal', sort: ['hinted', 'unhinted', 'handwritten', 'nocounter'] } } },
-        { mark: { type: 'rule', color: 'black' }, encoding: { x, xOffset, y: { field: 'low', type: 'quantitative' }, y2: { field: 'high' } } },
-        { mark: { type: 'rule', strokeDash: [4, 4], color: 'gray' }, encoding: { y: { datum: 1 } } },
-      ],
+      width: 200,
+      height: 160,
+      mark: 'bar',
+      encoding: {
+        x: { field: 'mode', type: 'nominal', sort: [...MODES], title: null },
+        y: { field: 'instructions', type: 'quantitative', title: 'instructions', scale: { zero: false } },
+        color: { field: 'mode', type: 'nominal', sort: [...MODES], legend: null },
+      },
     },
   };
 }
@@ -156,24 +175,53 @@ export async function renderSvg(spec: TopLevelSpec): Promise<string> {
   return view.toSVG();
 }
 
+/** docs/dataplane.md: generated, so the page never holds figures from an older run. */
+export function markdown(s: Samples, r: ReturnType<typeof report>, extra: Record<string, number | null>, header: string): string {
+  return [
+    '# Data-plane figures (generated by `npm run bench:dataplane`; do not edit)',
+    '',
+    header,
+    '',
+    'Each cell: throughput, **instructions per unit of work** (the whole path: client, node and server share one vCPU), and the spread between the two repeats. Modes and paths: `test/kernel/icount/lib.sh`.',
+    '',
+    ...tables(s),
+    '![instructions per packet and per connection](dataplane.svg)',
+    '',
+    '```',
+    ...r.lines,
+    '```',
+    '',
+    '```json',
+    JSON.stringify({ ...r.json, ...extra }),
+    '```',
+    '',
+  ].join('\n');
+}
+
 if (import.meta.main) {
   const args = process.argv.slice(2);
-  const svgAt = args.indexOf('--svg');
-  const svgFile = svgAt >= 0 ? args.splice(svgAt, 2)[1] : undefined;
+  const take = (flag: string) => {
+    const at = args.indexOf(flag);
+    return at >= 0 ? args.splice(at, 2)[1] : undefined;
+  };
+  const svgFile = take('--svg');
+  const mdFile = take('--markdown');
+  const header = take('--header') ?? '';
   const [file, ...extras] = args;
   if (!file) {
-    process.stderr.write('usage: node bench/dataplane-report.ts SAMPLES [key=value ...]\n');
+    process.stderr.write('usage: node bench/dataplane-report.ts SAMPLES [--svg FILE] [--markdown FILE] [key=value ...]\n');
     process.exit(2);
   }
   const samples = parseSamples(readFileSync(file, 'utf8'));
   for (const l of tables(samples)) console.log(l);
   const r = report(samples);
-  console.log('\nratios of medians, 95 % bootstrap intervals:');
+  console.log('\nthroughput ratios (instructions per unit beside them):');
   for (const l of r.lines) console.log(l);
-  const extra = Object.fromEntries(extras.map((e) => e.split('=')).map(([k, v]) => [k!, round3(Number(v))]));
+  const extra = Object.fromEntries(extras.map((e) => e.split('=')).map(([k, v]) => [k!, round4(Number(v))]));
   if (svgFile) {
     writeFileSync(svgFile, await renderSvg(chartSpec(samples)));
     console.log(`plot: ${svgFile}`);
   }
+  if (mdFile) writeFileSync(mdFile, markdown(samples, r, extra, header));
   console.log(JSON.stringify({ ...r.json, ...extra }));
 }

@@ -169,6 +169,44 @@ t.test('a restart over an unchanged table applies nothing that recreates the flo
   await second.agent.stop();
 });
 
+t.test('only what the hints in use need: base chains and flowtable follow the first and last Service of a hint', async (t) => {
+  const nft = new FakeNft(['eth0']);
+  const source = new TestSource([]);
+  const { agent } = makeAgent(nft, source);
+  await agent.prepare();
+  t.ok((await agent.sync()).ok);
+  // What each state must hold, written out here: [chain name with its hook or 'regular'], flowtable.
+  const shape = () => ({
+    chains: [...(nft.table?.chains ?? [])].filter(([n]) => !/^[vs][46]_/.test(n)).map(([n, c]) => `${n}:${c.base ? `${c.base.type ?? 'filter'} ${c.base.hook} ${c.base.priority}` : 'regular'}`).sort(),
+    flowtable: nft.table?.flowtables.has('fastpath') ?? false,
+  });
+  t.same(shape(), { chains: [], flowtable: false }, 'no hinted Service: no base chain, no flowtable, no packet pays anything');
+
+  const dns = svc({ name: 'dns', clusterIPs: ['10.96.0.53'], hint: 'ShortLived', ports: [{ port: 53, protocol: 'UDP' }] });
+  source.upsert(dns);
+  t.equal((await agent.sync()).kind, 'full', 'the first ShortLived Service changes the shape: a full sync');
+  t.same(shape(), { chains: ['new_out:nat output -110', 'new_pre:nat prerouting -110'], flowtable: false }, 'ShortLived alone: the two NAT chains, no forward chain, no flowtable');
+
+  source.upsert(service(A));
+  t.equal((await agent.sync()).kind, 'full', 'the first LongLived Service: full');
+  t.same(shape(), { chains: ['classify:filter forward 10', 'hinted:regular', 'new_out:nat output -110', 'new_pre:nat prerouting -110'], flowtable: true });
+  t.same(offloads(nft.table), expected([A]));
+
+  source.upsert(service(B));
+  t.equal((await agent.sync()).kind, 'partial', 'a second LongLived Service keeps the shape: partial');
+  t.same(offloads(nft.table), expected([A, B]));
+
+  source.remove('dns');
+  t.equal((await agent.sync()).kind, 'full', 'the last ShortLived Service goes: full');
+  t.same(shape(), { chains: ['classify:filter forward 10', 'hinted:regular', 'new_pre:nat prerouting -110'], flowtable: true }, 'the output chain only ShortLived needs is gone');
+
+  source.remove('a');
+  source.remove('b');
+  t.equal((await agent.sync()).kind, 'full');
+  t.same(shape(), { chains: [], flowtable: false }, 'the last hinted Service goes: nothing per packet is left');
+  await agent.stop();
+});
+
 t.test('the loop: a burst is batched, failures back off and retry as full syncs', async (t) => {
   const nft = new FakeNft();
   const source = new TestSource([service(A)]);

@@ -48,7 +48,7 @@ t.test('degraded: no flowtable and no flow add, counters kept', async (t) => {
 t.test('full sync over an existing table keeps the flowtable and prunes what is not desired', async (t) => {
   const state = buildDesired([entry({ name: 'web' })], node);
   const chain = { rules: [] };
-  const set = (...elements: string[]) => ({ key: 'ipv4_addr', elements: new Map(elements.map((e) => [e, 0])) });
+  const set = (...elements: string[]) => ({ key: 'ipv4_addr', dynamic: true, elements: new Map(elements.map((e) => [e, 0])) });
   const current: TableModel = {
     chains: new Map([['classify', chain], ['a_0000000000000000', chain], ['rogue', chain]]),
     counters: new Set(['s_1111111111111111']),
@@ -94,9 +94,19 @@ t.test('incremental: one changed Service is a few elements and at most a chain',
   const added = entry({ name: 'new', clusterIPs: ['10.96.9.9'] });
   const plus = withServices(after, new Map([[added.key, added]]));
   const addText = renderDelta(diff(after, plus, [added.key]), on);
-  t.match(addText, /^add element inet flowhint vips4 \{ 10\.96\.9\.9 : goto v4_[0-9a-f]{16} \}\n$/, 'a Service like the others: one element');
+  t.match(
+    addText,
+    /^add element inet flowhint vips4 \{ 10\.96\.9\.9 : goto v4_[0-9a-f]{16} \}\nadd element inet flowhint long4 \{ 10\.96\.9\.9 \. tcp \. 80 \}\n$/,
+    'a Service like the others: its address element and its port for the mark',
+  );
   const minus = withServices(plus, new Map([[added.key, undefined]]));
-  t.match(renderDelta(diff(plus, minus, [added.key]), on), /^delete element inet flowhint vips4 \{ 10\.96\.9\.9 \}\n$/);
+  t.equal(renderDelta(diff(plus, minus, [added.key]), on), 'delete element inet flowhint vips4 { 10.96.9.9 }\ndelete element inet flowhint long4 { 10.96.9.9 . tcp . 80 }\n');
+  const moved = entry({ name: 'new', clusterIPs: ['10.96.9.9'], ports: [{ port: 8080 }, { port: 53, protocol: 'UDP' }] });
+  const movedText = renderDelta(diff(plus, withServices(plus, new Map([[moved.key, moved]])), [moved.key]), on);
+  t.match(movedText, /^delete element inet flowhint long4 \{ 10\.96\.9\.9 \. tcp \. 80 \}$/m, 'a port that goes loses its mark element');
+  t.match(movedText, /^add element inet flowhint long4 \{ 10\.96\.9\.9 \. tcp \. 8080 \}$/m);
+  t.match(movedText, /^add element inet flowhint long4 \{ 10\.96\.9\.9 \. udp \. 53 \}$/m);
+  t.equal(movedText.match(/long4/g)?.length, 3, 'and nothing else of the set is touched');
   const back = withServices(minus, new Map([[changed.key, entry({ name: 's7', clusterIPs: ['10.96.1.8'] })]]));
   t.match(renderDelta(diff(minus, back, [changed.key]), on), /delete chain inet flowhint v4_[0-9a-f]{16}\n$/, 'the unused chain goes last');
   t.equal(renderDelta(diff(minus, minus, [added.key]), on), '', 'no change, no transaction');

@@ -6,26 +6,17 @@
  */
 import t from 'tap';
 import { readFileSync } from 'node:fs';
-import { parseAddress } from '../../agent/address.ts';
-import { buildDesired, serviceEntry } from '../../agent/desired.ts';
 import { drift, expectedTable } from '../../agent/drift.ts';
 import { parseListing } from '../../agent/nft.ts';
 import { applyTransaction, tableDiff, type TableModel } from '../../agent/table-model.ts';
 import type { Op } from '../../agent/transaction.ts';
-import { readHint } from '../../api/index.ts';
-import { entry, svc } from '../helpers/agent.ts';
+import { FIXTURE_OPTIONS, fixtureState } from '../fixtures/nft/render-fixture.ts';
 
 const fixture = (name: string) => readFileSync(new URL(`../fixtures/nft/${name}`, import.meta.url), 'utf8');
 
-/** The two Services the fixtures were captured with (test/fixtures/nft/README.md). */
-function state() {
-  const dns = readHint(svc({ name: 'dns', clusterIPs: ['10.96.0.53', 'fd00::53'], hint: 'ShortLived', timeout: '5s', ports: [{ port: 53, protocol: 'UDP' }, { port: 53, protocol: 'TCP' }] }));
-  if (!dns.usable) throw new Error(dns.reason);
-  const web = entry({ name: 'web', clusterIPs: ['10.96.0.10', 'fd00::10'], ports: [{ port: 80 }, { port: 53, protocol: 'UDP' }] });
-  return buildDesired([web, serviceEntry(dns.hint, 20, 5)], [parseAddress('10.0.0.1')!]);
-}
-const degraded = { flowtable: false, devices: [], counter: true, ctTimeout: true };
-const withFlowtable = { flowtable: true, devices: ['fhv0'], counter: true, ctTimeout: true };
+const state = fixtureState;
+const degraded = FIXTURE_OPTIONS.degraded;
+const withFlowtable = FIXTURE_OPTIONS.flowtable;
 
 /** The fixture's JSON, edited by `edit` (one object of the listing). */
 function tampered(name: string, edit: (o: Record<string, Record<string, unknown>>) => void): string {
@@ -43,12 +34,25 @@ t.test('real listings parse into the model the transaction gives in memory', asy
 t.test('parseListing: the model of a real listing', async (t) => {
   const r = parseListing(fixture('listing-flowtable.json'));
   t.same([...(r.flowtables.get('fastpath')?.devices ?? [])], ['fhv0'], 'one device, printed as a string');
-  t.same([...r.sets.keys()].sort(), ['seen4', 'seen6']);
+  t.same([...r.sets.keys()].sort(), ['long4', 'long6', 'seen4', 'seen6']);
   t.same([...r.maps.keys()].sort(), ['short4', 'short6', 'vips4', 'vips6']);
-  t.equal(r.chains.get('classify')?.rules.length, 2);
   t.equal(r.maps.get('short4')?.elements.size, 2);
   t.same(r.ctTimeouts.size, 4);
-  t.match(r.chains.get('classify'), { base: { hook: 'forward', priority: 10 }, rules: ['ct state established ct status dnat ct original ip daddr vmap @vips4', 'ct state established ct status dnat ct original ip6 daddr vmap @vips6'] });
+  t.same(r.chains.get('classify'), { base: { hook: 'forward', priority: 10 }, rules: ['ct mark & 8192 != 0 goto hinted'] }, 'one mark test per forwarded packet');
+  t.same(r.chains.get('hinted'), { rules: ['ct state established ct status dnat ct original ip daddr vmap @vips4', 'ct state established ct status dnat ct original ip6 daddr vmap @vips6'] });
+  t.same(r.chains.get('new_pre'), {
+    base: { type: 'nat', hook: 'prerouting', priority: -110 },
+    rules: [
+      'ip daddr . meta l4proto . th dport @long4 ct mark set ct mark | 8192',
+      'ip6 daddr . meta l4proto . th dport @long6 ct mark set ct mark | 8192',
+      'ip daddr . meta l4proto . th dport vmap @short4',
+      'ip6 daddr . meta l4proto . th dport vmap @short6',
+    ],
+  }, 'a NAT chain, before kube-proxy\'s DNAT');
+  t.same(r.chains.get('new_out')?.base, { type: 'nat', hook: 'output', priority: -110 });
+  t.same([...(r.sets.get('long4')?.elements.keys() ?? [])].sort(), ['10.96.0.10 . tcp . 80', '10.96.0.10 . udp . 53'], 'the LongLived ports, concatenated');
+  t.equal(r.sets.get('long4')?.dynamic, false);
+  t.equal(r.sets.get('seen4')?.dynamic, true, 'the counting sets are dynamic');
   t.same(r.maps.get('short4')?.elements.get('10.96.0.53 . udp . 53')?.slice(0, 3), 's4_');
   const rule = [...r.chains.values()].flatMap((c) => c.rules).find((x) => x.includes('proto-dst 80'));
   t.equal(rule, 'meta l4proto tcp ct original proto-dst 80 ct packets > 20 update @seen4 { ct original ip daddr } flow add @fastpath', 'a rule reads back in nft words');
@@ -68,7 +72,11 @@ t.test('content differences are named', async (t) => {
   t.match(diffOf((o) => o['ct timeout'] && (o['ct timeout'].policy = { unreplied: 6, replied: 5 })), [/ct timeout c/], 'a timeout policy');
   t.match(diffOf((o) => o.map?.name === 'vips4' && (o.map.elem as unknown[]).push(['10.1.1.1', { goto: { target: 'v4_008fabfb70b40779' } }])), ['map vips4 has 10.1.1.1, which it should not']);
   t.match(diffOf((o) => o.map?.name === 'short4' && (o.map.elem = [])), [/map short4 lacks 10\.96\.0\.53 \. tcp \. 53/, /lacks/]);
-  t.match(diffOf((o) => o.chain?.name === 'classify' && (o.chain.prio = 0)), [/chain classify hooks forward 0, not forward 10/]);
+  t.match(diffOf((o) => o.chain?.name === 'classify' && (o.chain.prio = 0)), [/chain classify hooks filter forward 0, not filter forward 10/]);
+  t.match(diffOf((o) => o.chain?.name === 'new_pre' && (o.chain.type = 'filter')), [/chain new_pre hooks filter prerouting -110, not nat prerouting -110/], 'a NAT chain become a filter chain');
+  t.match(diffOf((o) => o.set?.name === 'long4' && (o.set.elem = (o.set.elem as unknown[]).slice(1))), [/set long4 lacks 10\.96\.0\.10 \. /], 'a missing mark element');
+  t.match(diffOf((o) => o.set?.name === 'long6' && (o.set.elem as unknown[]).push({ concat: ['fd00::99', 'tcp', 22] })), ['set long6 has fd00::99 . tcp . 22, which it should not']);
+  t.match(diffOf((o) => rules(o).forEach((s) => s.match?.right === 0 && (s.match.right = 1))), [/chain classify has rules \[ct mark & 8192 != 1 goto hinted\]/], 'a changed mark test');
   t.match(diffOf((o) => rules(o).push({ counter: { packets: 0, bytes: 0 } })), [/rules/], 'an extra statement we do not write');
 });
 

@@ -1,52 +1,66 @@
 import t from 'tap';
-import { RATIOS, chartSpec, median, parseSamples, ratioWithCi, renderSvg, report, tables } from '../../bench/dataplane-report.ts';
+import { RATIOS, chartSpec, cost, markdown, mean, parseSamples, renderSvg, report, shareRemoved, spread, tables } from '../../bench/dataplane-report.ts';
 
 t.test('parseSamples: path workload mode value; anything else is skipped', async (t) => {
-  const s = parseSamples('kpnft tcp none 100\nkpnft tcp none 120\nkpnft tcp hinted 150\n# comment line\nkpnft tcp hinted\nkpnft tcp hinted x\nkpnft tcp hinted 1 2\n');
+  const s = parseSamples('kpnft tcp none 100\nkpnft tcp none 120\nkpnft tcp hinted 150\n# comment line\nkpnft tcp hinted\nkpnft tcp hinted x\nkpnft tcp hinted 1 2\nkpnft tcp hinted 0\n');
   t.same([...s], [['kpnft tcp none', [100, 120]], ['kpnft tcp hinted', [150]]]);
 });
 
-t.test('median: odd, even, empty', async (t) => {
-  t.equal(median([3, 1, 2]), 2);
-  t.equal(median([4, 1, 3, 2]), 2.5);
-  t.ok(Number.isNaN(median([])));
+t.test('mean and spread: the spread is (max - min) / mean, 0 for one sample', async (t) => {
+  t.equal(mean([40000, 40400]), 40200);
+  t.equal(spread([40000, 40400]), 400 / 40200);
+  t.equal(spread([5]), 0);
+  t.ok(Number.isNaN(mean([])));
 });
 
-t.test('ratioWithCi: the interval holds the ratio, is tight for separated samples and spans 1 for overlapping ones', async (t) => {
-  const fast = [130, 128, 135, 131, 129, 133, 132];
-  const slow = [100, 98, 103, 101, 99, 102, 97];
-  const r = ratioWithCi(fast, slow);
-  t.equal(Math.round(r.ratio * 1000) / 1000, Math.round((131 / 100) * 1000) / 1000);
-  t.ok(r.low <= r.ratio && r.ratio <= r.high);
-  t.ok(r.low > 1.2, `clearly faster: low end ${r.low} above 1.2`);
-  const noisy = ratioWithCi([80, 120, 95, 110, 100, 90, 105], [85, 115, 100, 108, 96, 92, 104]);
-  t.ok(noisy.low < 1 && noisy.high > 1, `noise: [${noisy.low}, ${noisy.high}] spans 1`);
-  t.same(ratioWithCi(fast, slow), r, 'seeded: the same samples give the same interval');
+t.test('cost: one guest second is 1e9 instructions', async (t) => {
+  t.equal(cost('udp_pps', 40000), 25000, '40,000 packets a second: 25,000 instructions a packet');
+  t.equal(cost('tcp', 8000), 1000, '8,000 Mbit/s is 1e6 kB a second: 1,000 instructions a kB');
+  t.equal(cost('crr', 500), 2e6);
+  t.ok(Number.isNaN(cost('unknown', 1)));
 });
 
-t.test('report: every key of the issue with its _ci_low; unmeasured ones are null', async (t) => {
-  const lines = RATIOS.flatMap(([, path, workload, mode, base]) => [`${path} ${workload} ${mode} 2`, `${path} ${workload} ${mode} 2`, `${path} ${workload} ${base} 1`, `${path} ${workload} ${base} 1`]);
+t.test('report: every key of the issue; ratios of means; share removed by hand; the largest spread', async (t) => {
+  const lines: string[] = [];
+  for (const [, path, workload, mode, basePath, base] of RATIOS) lines.push(`${path} ${workload} ${mode} 2`, `${path} ${workload} ${mode} 2`, `${basePath} ${workload} ${base} 1`);
   const r = report(parseSamples(lines.join('\n')));
-  t.equal(Object.keys(r.json).length, RATIOS.length * 2);
-  for (const [key] of RATIOS) {
-    t.equal(r.json[key], 2, key);
-    t.equal(r.json[`${key}_ci_low`], 2, `${key}_ci_low`);
-  }
-  const empty = report(new Map());
-  t.equal(empty.json.kpnft_tcp_hinted_vs_none, null);
+  for (const [key] of RATIOS) t.ok(key in r.json, key);
+  const needed = ['kpnft_tcp_hinted_vs_none', 'kpnft_udp_pps_hinted_vs_none', 'kpnft_rr_hinted_vs_none', 'kpnft_crr_hinted_vs_none', 'kpnft_tcp_unhinted_vs_none', 'kpnft_udp_pps_unhinted_vs_none', 'kpnft_tcp_hinted_vs_handwritten', 'kpnft_udp_pps_hinted_vs_handwritten', 'kpipt_udp_pps_hinted_vs_none', 'kpnft_udp_netfilter_share_removed_hinted', 'kpnft_udp_netfilter_share_removed_handwritten', 'kpnft_udp_pps_unhinted_10k_vs_10', 'max_repeat_spread'];
+  for (const k of needed) t.ok(k in r.json, `the issue's ${k}`);
+
+  // none 40,000 pps (25,000 instructions a packet), floor 50,000 (20,000), hinted 45,000 (22,222.2):
+  // the node's netfilter cost is 5,000 a packet, hinted removes 2,777.8 of it: 0.5556.
+  const s = parseSamples(['kpnft udp_pps none 40000', 'kpnft udp_pps none 40000', 'floor udp_pps none 50000', 'kpnft udp_pps hinted 45000', 'kpnft udp_pps hinted 45400', 'kpnft udp_pps handwritten 45200'].join('\n'));
+  t.equal(Math.round(shareRemoved(parseSamples('kpnft udp_pps none 40000\nfloor udp_pps none 50000\nkpnft udp_pps hinted 45000'), 'kpnft', 'udp_pps', 'hinted') * 10000) / 10000, 0.5556);
+  const rs = report(s);
+  t.equal(rs.json.kpnft_udp_pps_hinted_vs_none, 1.13, '45,200 / 40,000');
+  t.equal(rs.json.kpnft_udp_pps_hinted_vs_handwritten, 1);
+  t.equal(rs.json.max_repeat_spread, Math.round((400 / 45200) * 10000) / 10000);
+  t.equal(rs.json.kpnft_udp_pps_unhinted_vs_none, null, 'unmeasured: null');
+  t.equal(report(new Map()).json.max_repeat_spread, 0);
 });
 
-t.test('tables: Mbit/s for TCP, medians with their range', async (t) => {
-  const out = tables(parseSamples('dnat tcp none 1000000000\ndnat tcp none 2000000000\ndnat tcp hinted 3000000000\n'));
-  t.match(out.join('\n'), /dnat:[\s\S]*tcp\s+1500 \[1000-2000\]\s+3000 \[3000-3000\](\s+-){3}\s+Mbit\/s/);
+t.test('tables: a row per workload, a column per measured mode, throughput and instructions', async (t) => {
+  const out = tables(parseSamples('kpnft udp_pps none 40000\nkpnft udp_pps none 40000\nkpnft udp_pps hinted 50000\n')).join('\n');
+  t.match(out, /\| kpnft \| none \| hinted \|/);
+  t.match(out, /\| udp_pps \| 40,000 packets\/s<br>\*\*25,000\*\* per packet<br>±0\.00 % \| 50,000 packets\/s<br>\*\*20,000\*\* per packet/);
 });
 
-t.test('chartSpec and renderSvg: a bar per mode and workload against no flowhint, drawn without a browser', async (t) => {
-  const s = parseSamples(['kpnft tcp none 100', 'kpnft tcp none 110', 'kpnft tcp hinted 150', 'kpnft tcp hinted 160', 'kpnft tcp unhinted 100', 'kpnft tcp unhinted 108', 'dnat tcp none 50', 'dnat tcp hinted 60'].join('\n'));
-  const spec = chartSpec(s) as { data: { values: Array<{ path: string; mode: string; ratio: number }> } };
-  t.same(spec.data.values.map((v) => `${v.path}/${v.mode}=${v.ratio.toFixed(3)}`).sort(), ['dnat/hinted=1.200', 'kpnft/hinted=1.476', 'kpnft/unhinted=0.990']);
+t.test('chartSpec and renderSvg: instructions per packet per mode and path, drawn without a browser', async (t) => {
+  const s = parseSamples(['kpnft udp_pps none 40000', 'kpnft udp_pps hinted 50000', 'kpnft tcp none 100', 'dnat crr none 1000'].join('\n'));
+  const spec = chartSpec(s) as { data: { values: Array<{ path: string; mode: string; instructions: number }> } };
+  t.same(spec.data.values.map((v) => `${v.path}/${v.mode}=${v.instructions}`).sort(), ['dnat/none=1000000', 'kpnft/hinted=20000', 'kpnft/none=25000'], 'UDP and CRR only');
   const svg = await renderSvg(chartSpec(s));
   t.match(svg, /^<svg /);
   t.match(svg, /kpnft/);
-  t.match(svg, /hinted/);
+});
+
+t.test('markdown: the generated page holds the tables, the plot and the JSON line', async (t) => {
+  const s = parseSamples('kpnft udp_pps none 40000\nkpnft udp_pps hinted 50000');
+  const md = markdown(s, report(s), { extra: 1 }, 'Measured today.');
+  t.match(md, /^# Data-plane figures \(generated/);
+  t.match(md, /Measured today\./);
+  t.match(md, /!\[[^\]]*\]\(dataplane\.svg\)/);
+  t.match(md, /"kpnft_udp_pps_hinted_vs_none":1\.25/);
+  t.match(md, /"extra":1/);
 });

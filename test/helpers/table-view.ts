@@ -6,12 +6,30 @@
  */
 import type { TableModel } from '../../agent/table-model.ts';
 
-/** address -> the rules its established connections meet (vips4/vips6 -> chain). */
+const byPort = (a: string, b: string) => {
+  const [pa, na] = a.split(' ').slice(1);
+  const [pb, nb] = b.split(' ').slice(1);
+  return pa!.localeCompare(pb!) || Number(na) - Number(nb);
+};
+
+/**
+ * address -> the rules its established connections meet (vips4/vips6 -> chain), then the
+ * ports whose new connections get the mark bit (long4/long6 elements `addr . proto . port`),
+ * as `marked <proto> <port>`.
+ */
 export function offloads(model: TableModel | undefined): Record<string, string[]> {
   const out: Record<string, string[]> = {};
   for (const map of ['vips4', 'vips6']) {
     for (const [addr, chain] of model?.maps.get(map)?.elements ?? []) out[addr] = [...(model?.chains.get(chain)?.rules ?? ['(missing chain)'])];
   }
+  const marks: Record<string, string[]> = {};
+  for (const set of ['long4', 'long6']) {
+    for (const key of model?.sets.get(set)?.elements.keys() ?? []) {
+      const [addr, proto, port] = key.split(' . ');
+      (marks[addr!] ??= []).push(`marked ${proto} ${port}`);
+    }
+  }
+  for (const [addr, m] of Object.entries(marks)) out[addr] = [...(out[addr] ?? ['(no chain)']), ...m.sort(byPort)];
   return out;
 }
 
@@ -31,7 +49,10 @@ export function offloadRule(addr: string, p: PortSpec, flowtable = true): string
 /** The expected view: each address with its ports' rules. */
 export function expectOffloads(services: ReadonlyArray<{ addrs: readonly string[]; ports: readonly PortSpec[] }>, flowtable = true): Record<string, string[]> {
   const out: Record<string, string[]> = {};
-  for (const s of services) for (const a of s.addrs) out[a] = s.ports.map((p) => offloadRule(a, p, flowtable));
+  for (const s of services) {
+    const marks = s.ports.map((p) => `marked ${p.proto ?? 'tcp'} ${p.port}`).sort(byPort);
+    for (const a of s.addrs) out[a] = [...s.ports.map((p) => offloadRule(a, p, flowtable)), ...marks];
+  }
   return out;
 }
 

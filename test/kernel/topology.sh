@@ -1,7 +1,7 @@
 #!/bin/bash
 # Three network namespaces, client <-> node <-> server, joined by veths; the node plays
 # kube-proxy with plain DNAT rules at prerouting priority dstnat. Sourced by scenarios.sh
-# and bench.sh inside the VM.
+# and test/kernel/icount/lib.sh inside the VM.
 #
 #   client  c0 10.0.1.2/24 fd01::2/64 ── n0 10.0.1.1 fd01::1  node  n1 10.0.2.1 fd02::1 ── s0 10.0.2.2 fd02::2  server
 #

@@ -127,7 +127,10 @@ export interface VmResult {
  * Boot, run `script` (a path relative to the repository, executed with bash inside), and
  * return its exit status and console output. `onOutput` streams the console.
  */
-export async function runInVm(script: string, o: { timeoutMs?: number; memoryMiB?: number; onOutput?: (s: string) => void; env?: Record<string, string> } = {}): Promise<VmResult> {
+export async function runInVm(
+  script: string,
+  o: { timeoutMs?: number; memoryMiB?: number; onOutput?: (s: string) => void; env?: Record<string, string>; icount?: boolean } = {},
+): Promise<VmResult> {
   checkHost();
   const k = ensureKernel();
   const initrd = ensureInitrd(k);
@@ -151,8 +154,12 @@ export async function runInVm(script: string, o: { timeoutMs?: number; memoryMiB
     `FH_SCRIPT=${script}`,
     ...env,
   ].join(' ');
+  // icount: one vCPU, single-threaded TCG, guest time = executed instructions (1 ns each) and
+  // never waiting on the host (sleep=off), so a throughput inside the guest is work per
+  // instruction, the same on a busy host as on an idle one.
+  const cpu = o.icount ? ['-accel', 'tcg', '-icount', 'shift=0,sleep=off', '-smp', '1'] : ['-accel', 'tcg,thread=multi', '-smp', '2'];
   const args = [
-    '-machine', 'q35', '-accel', 'tcg,thread=multi', '-cpu', 'max', '-smp', '2', '-m', String(o.memoryMiB ?? 2048),
+    '-machine', 'q35', ...cpu, '-cpu', 'max', '-m', String(o.memoryMiB ?? 2048),
     '-nographic', '-no-reboot', '-nic', 'none',
     '-kernel', k.vmlinuz, '-initrd', initrd, '-append', append,
     '-virtfs', 'local,path=/,mount_tag=hostroot,security_model=passthrough,multidevs=remap',

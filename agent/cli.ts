@@ -81,7 +81,7 @@ const AgentFlags = z.object({
     .transform((v, ctx) => {
       const n = /^(0x[0-9a-f]{1,8}|[0-9]{1,10})$/i.test(v) ? Number(v) : NaN;
       if (!isMarkBit(n)) {
-        ctx.addIssue({ code: 'custom', message: `--ct-mark-bit: ${JSON.stringify(v)} is not a single bit of the 32-bit conntrack mark, e.g. 0x2000` });
+        ctx.addIssue({ code: 'custom', message: `--ct-mark-bit: ${JSON.stringify(v)} is not one of bits 0 to 30 of the conntrack mark (a power of two from 0x1 to 0x40000000), e.g. 0x2000` });
         return z.NEVER;
       }
       return n;

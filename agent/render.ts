@@ -132,9 +132,12 @@ export function sameShape(a: Shape, b: Shape): boolean {
   return a.long === b.long && a.short === b.short;
 }
 
-/** Whether `n` can be the mark bit: one bit of the 32-bit conntrack mark. */
+/**
+ * Whether `n` can be the mark bit: one of bits 0 to 30 of the conntrack mark. (nft lists a
+ * test of bit 31 as a prefix, `ct mark != 0x00000000/1`, which would read back as drift.)
+ */
 export function isMarkBit(n: number): boolean {
-  return Number.isInteger(n) && n >= 1 && n <= 0x80000000 && (n & (n - 1)) === 0;
+  return Number.isInteger(n) && n >= 1 && n <= 0x40000000 && (n & (n - 1)) === 0;
 }
 
 function markBit(o: RenderOptions): string {

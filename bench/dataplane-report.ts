@@ -73,6 +73,9 @@ export const RATIOS: ReadonlyArray<readonly [string, string, string, string, str
   ['kpnft_crr_unhinted_vs_none', 'kpnft', 'crr', 'unhinted', 'kpnft', 'none'],
   ['kpnft_tcp_unhinted_vs_inherent', 'kpnft', 'tcp', 'unhinted', 'kpnft', 'inherent'],
   ['kpnft_udp_pps_unhinted_vs_inherent', 'kpnft', 'udp_pps', 'unhinted', 'kpnft', 'inherent'],
+  ['kpnft_crr_unhinted_vs_inherent', 'kpnft', 'crr', 'unhinted', 'kpnft', 'inherent'],
+  ['kpnft_crr_hinted_vs_inherent', 'kpnft', 'crr', 'hinted', 'kpnft', 'inherent'],
+  ['kpnft_crr_hinted_vs_handwritten', 'kpnft', 'crr', 'hinted', 'kpnft', 'handwritten'],
   ['kpnft_udp_pps_inherent_vs_none', 'kpnft', 'udp_pps', 'inherent', 'kpnft', 'none'],
   ['kpnft_udp_pps_bare_vs_none', 'kpnft', 'udp_pps', 'bare', 'kpnft', 'none'],
   ['kpnft_tcp_hinted_vs_handwritten', 'kpnft', 'tcp', 'hinted', 'kpnft', 'handwritten'],
@@ -143,6 +146,28 @@ export function tables(s: Samples): string[] {
   return out;
 }
 
+/**
+ * The headline table for one path: a row per mode (the floor first, from its own path), a
+ * column per workload, instructions per unit of work (throughput ratio to none beside it).
+ */
+export function summary(s: Samples, path: string): string[] {
+  const workloads = Object.keys(UNITS).filter((w) => [...s.keys()].some((k) => k.startsWith(`${path} ${w} `)));
+  const out = [`| ${path}, instructions per | ${workloads.map((w) => UNITS[w]!.unit).join(' | ')} |`, `| --- | ${workloads.map(() => '---').join(' | ')} |`];
+  for (const m of MODES) {
+    const from = m === 'floor' ? 'floor' : path;
+    const mode = m === 'floor' ? 'none' : m;
+    if (!workloads.some((w) => s.has(sampleKey(from, w, mode)))) continue;
+    const cell = (w: string) => {
+      const v = value(s, from, w, mode);
+      if (!Number.isFinite(v)) return '-';
+      const r = v / value(s, path, w, 'none');
+      return `${fmt(cost(w, v))}${m === 'none' || !Number.isFinite(r) ? '' : ` (×${r.toFixed(3)})`}`;
+    };
+    out.push(`| ${m} | ${workloads.map(cell).join(' | ')} |`);
+  }
+  return out;
+}
+
 /** The plot: instructions per unit of work per mode, a panel per path and workload (lower is cheaper). */
 export function chartSpec(s: Samples): TopLevelSpec {
   const values: Array<{ path: string; workload: string; mode: string; instructions: number }> = [];
@@ -182,6 +207,8 @@ export function markdown(s: Samples, r: ReturnType<typeof report>, extra: Record
     '',
     header,
     '',
+    ...summary(s, 'kpnft'),
+    '',
     'Each cell: throughput, **instructions per unit of work** (the whole path: client, node and server share one vCPU), and the spread between the two repeats. Modes and paths: `test/kernel/icount/lib.sh`.',
     '',
     ...tables(s),
@@ -213,7 +240,7 @@ if (import.meta.main) {
     process.exit(2);
   }
   const samples = parseSamples(readFileSync(file, 'utf8'));
-  for (const l of tables(samples)) console.log(l);
+  for (const l of [...summary(samples, 'kpnft'), '', ...tables(samples)]) console.log(l);
   const r = report(samples);
   console.log('\nthroughput ratios (instructions per unit beside them):');
   for (const l of r.lines) console.log(l);

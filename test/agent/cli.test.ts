@@ -93,4 +93,22 @@ t.test('bad flags exit 2 and name the flag', async (t) => {
   t.equal(r.status, 2);
   t.match(r.stderr, /--offload-after-packets/);
   t.equal(cli('agent', '--devices', '(', '--services-dir', dir).status, 2);
+  for (const bad of ['0x3000', '0', '0x80000000', '0x100000000', 'bit', '0x', '3']) {
+    const m = cli('agent', '--ct-mark-bit', bad, '--services-dir', dir, '--once');
+    t.equal(m.status, 2, `--ct-mark-bit ${bad} refused`);
+    t.match(m.stderr, /--ct-mark-bit: .* is not one of bits 0 to 30 of the conntrack mark/);
+  }
+});
+
+t.test('--ct-mark-bit: the bit the NAT chain sets is the one the forward chain tests', async (t) => {
+  const r = cli(...agentArgs, '--once', '--ct-mark-bit', '0x40000000');
+  t.equal(r.status, 0, r.stderr);
+  const text = ns.sh('nft', 'list', 'table', 'inet', 'flowhint');
+  t.match(text, /ct mark set ct mark \| 0x40000000/);
+  t.match(text, /ct mark & 0x40000000 != 0x00000000 goto hinted/);
+  t.notMatch(text, /0x00002000/, 'and not the default');
+  const again = cli(...agentArgs, '--once', '--ct-mark-bit', '0x40000000');
+  t.match(again.stdout, /"kind":"full".*"drift":false/, 'the rules read back as written: no false drift');
+  t.equal(cli(...agentArgs, '--once').status, 0, 'back to the default bit');
+  t.match(ns.sh('nft', 'list', 'table', 'inet', 'flowhint'), /ct mark & 0x00002000 != 0x00000000 goto hinted/);
 });

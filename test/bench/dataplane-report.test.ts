@@ -1,5 +1,5 @@
 import t from 'tap';
-import { RATIOS, chartSpec, cost, markdown, mean, parseSamples, renderSvg, report, shareRemoved, spread, tables } from '../../bench/dataplane-report.ts';
+import { RATIOS, chartSpec, cost, markdown, mean, parseSamples, renderSvg, report, shareRemoved, spread, summary, tables } from '../../bench/dataplane-report.ts';
 
 t.test('parseSamples: path workload mode value; anything else is skipped', async (t) => {
   const s = parseSamples('kpnft tcp none 100\nkpnft tcp none 120\nkpnft tcp hinted 150\n# comment line\nkpnft tcp hinted\nkpnft tcp hinted x\nkpnft tcp hinted 1 2\nkpnft tcp hinted 0\n');
@@ -63,4 +63,15 @@ t.test('markdown: the generated page holds the tables, the plot and the JSON lin
   t.match(md, /!\[[^\]]*\]\(dataplane\.svg\)/);
   t.match(md, /"kpnft_udp_pps_hinted_vs_none":1\.25/);
   t.match(md, /"extra":1/);
+});
+
+t.test('summary: a row per mode with the floor first, instructions per unit, ratio to none', async (t) => {
+  const s = parseSamples(['floor udp_pps none 50000', 'kpnft udp_pps none 40000', 'kpnft udp_pps hinted 50000', 'kpnft crr none 1000', 'dnat udp_pps none 1'].join('\n'));
+  t.same(summary(s, 'kpnft'), [
+    '| kpnft, instructions per | packet | connection |',
+    '| --- | --- | --- |',
+    '| floor | 20,000 (×1.250) | - |',
+    '| none | 25,000 | 1,000,000 |',
+    '| hinted | 20,000 (×1.250) | - |',
+  ]);
 });

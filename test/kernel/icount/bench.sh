@@ -34,7 +34,7 @@ echo "# floor: $(nsx $NODE conntrack -C 2> /dev/null || echo 0) conntrack entrie
 
 path_up kpnft 1000
 for m in none unhinted hinted; do mode_up $m; measure kpnft $m $ALL; done
-for m in inherent handwritten; do mode_up $m; measure kpnft $m udp_pps tcp; done
+for m in inherent handwritten; do mode_up $m; measure kpnft $m udp_pps tcp crr; done
 for m in bare nocounter; do mode_up $m; measure kpnft $m udp_pps; done
 
 path_up kpipt 1000

@@ -14,7 +14,7 @@ cd "$(dirname "$0")/../../.."
 . test/kernel/lib.sh
 . test/kernel/icount/lib.sh
 SECS=${BENCH_SECS:-3}
-icount_up
+icount_up udp_pps tcp
 echo "# topology up"
 path_up kpnft 1000
 declare -A V

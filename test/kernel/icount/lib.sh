@@ -23,8 +23,8 @@
 #                per-connection choice in a forward chain costs
 # Each workload prints one number (higher is better) or nothing if it failed:
 #   tcp (iperf3, Mbit/s), udp_pps (iperf3 64-byte datagrams, packets received a second),
-#   rr (sockperf TCP ping-pong, transactions a second), crr (test/kernel/traffic.ts: a new TCP
-#   connection per 64-byte exchange, connections a second).
+#   rr (sockperf TCP ping-pong, transactions a second), crr (crr.py: a new TCP connection per
+#   64-byte exchange, connections a second).
 set -u
 . test/kernel/topology.sh
 SECS=${BENCH_SECS:-3}
@@ -33,24 +33,29 @@ mkdir -p $DIR $STATE $LOGS /tmp/icount
 FH="node bin/flowhint.ts"
 VIP=10.96.7.10; OTHER=10.96.7.20; SHORT=10.96.7.30; SERVER_ADDR=10.0.2.2
 PORTS_JSON='{"name": "iperf", "protocol": "TCP", "port": 5201, "targetPort": 5201}, {"name": "iperf-udp", "protocol": "UDP", "port": 5201, "targetPort": 5201},
-    {"name": "rr", "protocol": "TCP", "port": 11111, "targetPort": 11111}, {"name": "echo", "protocol": "TCP", "port": 7000, "targetPort": 7000}'
+    {"name": "rr", "protocol": "TCP", "port": 11111, "targetPort": 11111}, {"name": "crr", "protocol": "TCP", "port": 7001, "targetPort": 7001}'
 
 # The topology, the servers, and a warm-up: with one vCPU, anything still starting (Node takes
 # about 10 guest seconds to start from 9p) or compiling its first connections would run inside
 # the first measurements. So wait until every server listens, then send each workload once to
 # the server's own address (nothing measured), so the servers' first-use work is behind us.
+# $@: the workloads to warm up (default all; rr needs sockperf).
 icount_up() {
+  local workloads=${*:-tcp udp_pps rr crr} want=2 i
   topology_up
-  nsx $SERVER sockperf server --tcp -i 0.0.0.0 -p 11111 --daemonize > /dev/null 2>&1
+  if [[ " $workloads " == *" rr "* ]]; then nsx $SERVER sockperf server --tcp -i 0.0.0.0 -p 11111 --daemonize > /dev/null 2>&1; want=$((want + 1)); fi
+  if [[ " $workloads " == *" crr "* ]]; then
+    nsx $SERVER python3 test/kernel/icount/crr.py server 7001 & want=$((want + 1))
+    nsx $CLIENT sysctl -qw net.ipv4.tcp_tw_reuse=1
+  fi
   nsx $NODE nft list table ip kubeproxy > /tmp/icount/dnat.nft
-  local i
   for i in $(seq 600); do
-    [ "$(nsx $SERVER ss -Hltn 'sport = :7000 or sport = :5201 or sport = :11111' | wc -l)" -ge 3 ] && break
+    [ "$(nsx $SERVER ss -Hltn 'sport = :7000 or sport = :5201 or sport = :11111 or sport = :7001' | wc -l)" -ge $want ] && break
     sleep 0.5
   done
   local secs=$SECS
   TARGET=$SERVER_ADDR SECS=1
-  for w in tcp udp_pps rr crr; do w_$w > /dev/null; done
+  for w in $workloads; do w_$w > /dev/null; done
   SECS=$secs
 }
 
@@ -87,7 +92,7 @@ path_up() {
 svc() {
   local file=${4:-$DIR/$1.yaml} ports
   if [ "$TARGET" = 10.96.0.10 ]; then ports='[{name: iperf, port: 80, protocol: TCP}, {name: iperf-udp, port: 53, protocol: UDP}]'
-  else ports='[{name: iperf, port: 5201, protocol: TCP}, {name: iperf-udp, port: 5201, protocol: UDP}, {name: rr, port: 11111, protocol: TCP}, {name: echo, port: 7000, protocol: TCP}]'; fi
+  else ports='[{name: iperf, port: 5201, protocol: TCP}, {name: iperf-udp, port: 5201, protocol: UDP}, {name: rr, port: 11111, protocol: TCP}, {name: crr, port: 7001, protocol: TCP}]'; fi
   cat >> $file <<YAML
 ---
 apiVersion: v1
@@ -112,7 +117,16 @@ agent_once() {
   nsx $NODE $FH agent --services-dir $DIR --once --state-dir $STATE "$@" > $LOGS/once.log 2>&1 \
     || { echo "# agent --once failed:"; tail -n 5 $LOGS/once.log | cut -c1-300 | sed 's/^/#   /'; return 1; }
 }
-reset_flowhint() { rm -f $DIR/*.yaml; nsx $NODE nft delete table inet flowhint 2>/dev/null; nsx $NODE nft delete table inet hand 2>/dev/null; nsx $NODE conntrack -F > /dev/null 2>&1; true; }
+# Back to the node as it was without flowhint, including conntrack accounting (off by
+# default; the agent turns it on, because `ct packets` needs it, and that is part of its cost).
+reset_flowhint() {
+  rm -f $DIR/*.yaml
+  nsx $NODE nft delete table inet flowhint 2> /dev/null
+  nsx $NODE nft delete table inet hand 2> /dev/null
+  nsx $NODE sysctl -qw net.netfilter.nf_conntrack_acct=0 2> /dev/null
+  nsx $NODE conntrack -F > /dev/null 2>&1
+  true
+}
 HAND='flowtable f { hook ingress priority filter; devices = { n0, n1 }; counter; }'
 # $1 mode, $2 how many more hinted Services (default 0).
 mode_up() {
@@ -129,12 +143,12 @@ mode_up() {
   esac
 }
 
-# Workloads. The Service ports are the endpoints' ports (5201, 11111, 7000), except on the
+# Workloads. The Service ports are the endpoints' ports (5201, 11111, 7001), except on the
 # plain DNAT path (tcp/80 -> 5201, udp/53 -> 7000: the echo server, so UDP there is echoed).
 w_tcp() { local p=5201; [ "$TARGET" = 10.96.0.10 ] && p=80; nsx $CLIENT timeout $((SECS * 20 + 60)) iperf3 -c $TARGET -p $p -t $SECS -J 2> /dev/null | jq -r 'select(.error == null) | .end.sum_received.bits_per_second / 1e6'; }
 w_udp_pps() { [ "$TARGET" = 10.96.0.10 ] && return 0; nsx $CLIENT timeout $((SECS * 20 + 60)) iperf3 -c $TARGET -p 5201 -u -l 64 -b 0 -t $SECS -J 2> /dev/null | jq -r 'select(.error == null) | (.end.sum.packets - .end.sum.lost_packets) / .end.sum.seconds'; }
 w_rr() { nsx $CLIENT timeout $((SECS * 20 + 60)) sockperf ping-pong --tcp -i $TARGET -p 11111 -t $SECS 2> /dev/null | sed -nE 's/.*\[Valid Duration\] RunTime=([0-9.]+) sec.*ReceivedMessages=([0-9]+).*/\2 \1/p' | awk '{ if ($2 > 0) printf "%.1f\n", $1 / $2 }'; }
-w_crr() { nsx $CLIENT timeout $((SECS * 20 + 90)) node test/kernel/traffic.ts crr $TARGET 7000 $SECS 2> /dev/null | sed -nE 's/.* ([0-9.]+) per second$/\1/p'; }
+w_crr() { nsx $CLIENT timeout $((SECS * 20 + 90)) python3 test/kernel/icount/crr.py client $TARGET 7001 $SECS 2> /dev/null | sed -nE 's/.* ([0-9.]+) per second$/\1/p'; }
 
 # Offloaded connections to the measured Service right now (conntrack's [OFFLOAD] entries).
 offloaded_now() { nsx $NODE conntrack -L 2> /dev/null | grep '\[OFFLOAD\]' | grep -c "dst=$TARGET "; }

@@ -85,7 +85,7 @@ import type { ChainSpec, Delta, DesiredState, LongElement, Rule } from './desire
 import { keyToAddress, longOf } from './desired.ts';
 import { parseElementKey, timeoutObjectName, type ShortChain } from './short-lived.ts';
 import type { TableModel } from './table-model.ts';
-import { FAMILY, TABLE, add, del, flush, toText, type Op, type Transaction } from './transaction.ts';
+import { FAMILY, TABLE, add, del, flush, toText, type Hook, type Op, type Transaction } from './transaction.ts';
 
 export { FAMILY, TABLE };
 export const FLOWTABLE = 'fastpath';
@@ -244,40 +244,27 @@ function longElement(e: LongElement): Op['obj'] {
   return { type: 'element', set: LONG_SET[e.address.family], key: [addr(e.address), e.proto === 'tcp' ? 'tcp' : 'udp', int(e.port, 1, 65535)] };
 }
 
-
 const rule = (chain: string, text: string): Op => add({ type: 'rule', chain, rule: text });
 const TUPLE = { ip: 'ip daddr . meta l4proto . th dport', ip6: 'ip6 daddr . meta l4proto . th dport' } as const;
 const NEW_KEY = { ip: 'ipv4_addr . inet_proto . inet_service', ip6: 'ipv6_addr . inet_proto . inet_service' } as const;
 
-/** The base chains (and `hinted`) a shape needs, with their hooks; in the order they are added. */
-function fixedChains(shape: Shape): Array<{ name: string; base?: { type: 'filter' | 'nat'; hook: string; priority: number } }> {
-  return [
-    ...(shape.long ? [{ name: HINTED_CHAIN }, { name: BASE_CHAIN, base: { type: 'filter' as const, hook: 'forward', priority: 10 } }] : []),
-    ...(shape.long || shape.short ? [{ name: NEW_PRE, base: { type: 'nat' as const, hook: 'prerouting', priority: NEW_PRIORITY } }] : []),
-    ...(shape.short ? [{ name: NEW_OUT, base: { type: 'nat' as const, hook: 'output', priority: NEW_PRIORITY } }] : []),
-  ];
-}
-
-function fixedRules(shape: Shape, o: RenderOptions): Op[] {
+/** The base chains (and `hinted`) a shape needs, each with its hook and rules, in the order they are written. */
+function fixedChains(shape: Shape, o: RenderOptions): Array<{ name: string; base?: Hook; rules: string[] }> {
   const bit = markBit(o);
-  const short = (c: string) => [rule(c, `${TUPLE.ip} vmap @${SHORT_MAP.ip}`), rule(c, `${TUPLE.ip6} vmap @${SHORT_MAP.ip6}`)];
-  const ops: Op[] = [];
-  if (shape.long) {
-    ops.push(
-      rule(HINTED_CHAIN, `ct state established ct status dnat ct original ip daddr vmap @${MAP.ip}`),
-      rule(HINTED_CHAIN, `ct state established ct status dnat ct original ip6 daddr vmap @${MAP.ip6}`),
-      rule(BASE_CHAIN, `ct mark & ${bit} != 0 goto ${HINTED_CHAIN}`),
-    );
-  }
-  if (shape.long || shape.short) {
-    ops.push(
-      rule(NEW_PRE, `${TUPLE.ip} @${LONG_SET.ip} ct mark set ct mark | ${bit}`),
-      rule(NEW_PRE, `${TUPLE.ip6} @${LONG_SET.ip6} ct mark set ct mark | ${bit}`),
-      ...short(NEW_PRE),
-    );
-  }
-  if (shape.short) ops.push(...short(NEW_OUT));
-  return ops;
+  const short = [`${TUPLE.ip} vmap @${SHORT_MAP.ip}`, `${TUPLE.ip6} vmap @${SHORT_MAP.ip6}`];
+  const nat = (hook: string): Hook => ({ type: 'nat', hook, priority: NEW_PRIORITY });
+  return [
+    ...(shape.long
+      ? [
+          { name: HINTED_CHAIN, rules: [`ct state established ct status dnat ct original ip daddr vmap @${MAP.ip}`, `ct state established ct status dnat ct original ip6 daddr vmap @${MAP.ip6}`] },
+          { name: BASE_CHAIN, base: { type: 'filter' as const, hook: 'forward', priority: 10 }, rules: [`ct mark & ${bit} != 0 goto ${HINTED_CHAIN}`] },
+        ]
+      : []),
+    ...(shape.long || shape.short
+      ? [{ name: NEW_PRE, base: nat('prerouting'), rules: [`${TUPLE.ip} @${LONG_SET.ip} ct mark set ct mark | ${bit}`, `${TUPLE.ip6} @${LONG_SET.ip6} ct mark set ct mark | ${bit}`, ...short] }]
+      : []),
+    ...(shape.short ? [{ name: NEW_OUT, base: nat('output'), rules: short }] : []),
+  ];
 }
 
 /** Maps and sets every ruleset has: they cost no packet anything until a rule looks them up. */
@@ -304,7 +291,7 @@ const byName = <V>(m: ReadonlyMap<string, V>) => [...m].sort(([a], [b]) => a.loc
 export function fullTransaction(state: DesiredState, o: RenderOptions, current?: TableModel): Transaction {
   const shape = shapeOf(state);
   const ft = flowtableOps({ ...o, flowtable: o.flowtable && shape.long }, current);
-  const fixed = fixedChains(shape);
+  const fixed = fixedChains(shape, o);
   const wantedChains = new Set<string>([...fixed.map((c) => c.name), ...state.chains.keys(), ...state.shortChains.keys()]);
   const ownMaps = new Set<string>([MAP.ip, MAP.ip6, SHORT_MAP.ip, SHORT_MAP.ip6]);
   const ownSets = new Set<string>([SEEN.ip, SEEN.ip6, LONG_SET.ip, LONG_SET.ip6]);
@@ -323,7 +310,7 @@ export function fullTransaction(state: DesiredState, o: RenderOptions, current?:
   for (const [key, chain] of byName(state.chainOf)) ops.push(add(vipElement(keyToAddress(key), chain)));
   for (const e of longOf(state, [...state.chainOf.keys()].sort()).values()) ops.push(add(longElement(e)));
   for (const [key, chain] of byName(state.shortOf)) ops.push(add(shortElement(key, chain)));
-  ops.push(...fixedRules(shape, o));
+  ops.push(...fixed.flatMap((c) => c.rules.map((text) => rule(c.name, text))));
   for (const name of chains) ops.push(del({ type: 'chain', name }));
   for (const name of maps) ops.push(del({ type: 'map', name }));
   for (const name of stale(current?.ctTimeouts.keys() ?? [], wantedTimeouts)) ops.push(del({ type: 'ct timeout', name }));

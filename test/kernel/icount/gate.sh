@@ -11,7 +11,6 @@
 # Ratios are throughputs (higher is faster): unhinted/inherent >= 0.99, hinted/handwritten >= 0.98.
 set -u
 cd "$(dirname "$0")/../../.."
-. test/kernel/lib.sh
 . test/kernel/icount/lib.sh
 SECS=${BENCH_SECS:-3}
 icount_up udp_pps tcp

@@ -27,10 +27,10 @@
 #   64-byte exchange, connections a second).
 set -u
 . test/kernel/topology.sh
+# The scenarios' helpers: DIR, STATE, LOGS, FH, agent_once, and the TAP checks gate.sh uses.
+. test/kernel/lib.sh
 SECS=${BENCH_SECS:-3}
-DIR=/run/fh/services; STATE=/run/fh/state; LOGS=/tmp/fh-logs
-mkdir -p $DIR $STATE $LOGS /tmp/icount
-FH="node bin/flowhint.ts"
+mkdir -p /tmp/icount
 VIP=10.96.7.10; OTHER=10.96.7.20; SHORT=10.96.7.30; SERVER_ADDR=10.0.2.2
 PORTS_JSON='{"name": "iperf", "protocol": "TCP", "port": 5201, "targetPort": 5201}, {"name": "iperf-udp", "protocol": "UDP", "port": 5201, "targetPort": 5201},
     {"name": "rr", "protocol": "TCP", "port": 11111, "targetPort": 11111}, {"name": "crr", "protocol": "TCP", "port": 7001, "targetPort": 7001}'
@@ -112,11 +112,6 @@ many() {
   done
 }
 
-# Program flowhint with the agent itself; prints a line only when it fails.
-agent_once() {
-  nsx $NODE $FH agent --services-dir $DIR --once --state-dir $STATE "$@" > $LOGS/once.log 2>&1 \
-    || { echo "# agent --once failed:"; tail -n 5 $LOGS/once.log | cut -c1-300 | sed 's/^/#   /'; return 1; }
-}
 # Back to the node as it was without flowhint, including conntrack accounting (off by
 # default; the agent turns it on, because `ct packets` needs it, and that is part of its cost).
 reset_flowhint() {

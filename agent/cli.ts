@@ -10,15 +10,15 @@ import { makeRunner } from '../lib/exec.ts';
 import { acquireInstanceLock } from '../lib/instance-lock.ts';
 import { createLogger } from '../lib/log.ts';
 import { DEFAULT_THRESHOLD, DEFAULT_TIMEOUT_SECONDS, THRESHOLD_MAX, TIMEOUT_MAX_SECONDS, TIMEOUT_MIN_SECONDS, canonicalTimeout, timeoutSeconds } from '../api/index.ts';
-import { parseAddress, type Address } from './address.ts';
+import { parseAddress, type Address } from './state/address.ts';
 import { Agent } from './agent.ts';
-import { countByService, entriesByService, readConntrack } from './conntrack.ts';
-import { buildDesired } from './desired.ts';
-import { createAgentMetrics } from './metrics.ts';
-import { makeNft } from './nft.ts';
-import { DEFAULT_CT_MARK, DELETE_TABLE, isMarkBit } from './render.ts';
+import { countByService, entriesByService, readConntrack } from './host/conntrack.ts';
+import { buildDesired } from './state/desired.ts';
+import { createAgentMetrics } from './report/metrics.ts';
+import { makeNft } from './nft/nft.ts';
+import { DEFAULT_CT_MARK, DELETE_TABLE, isMarkBit } from './nft/render.ts';
 import { FileSource } from './sources/files.ts';
-import { DEFAULT_STATE_DIR, formatStatus, readStatus } from './status.ts';
+import { DEFAULT_STATE_DIR, formatStatus, readStatus } from './report/status.ts';
 
 const AGENT_USAGE = `usage: flowhint agent [--services-dir DIR | --kubeconfig FILE] [--once] [--offload-after-packets ${DEFAULT_THRESHOLD}] [--short-lived-timeout ${DEFAULT_TIMEOUT_SECONDS}s]
     [--devices RE] [--exclude-devices RE] [--node-address IP…] [--metrics-port 9471] [--metrics-host 0.0.0.0]

@@ -12,8 +12,8 @@
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { Agent } from '../agent/agent.ts';
-import { createAgentMetrics } from '../agent/metrics.ts';
-import { makeNft } from '../agent/nft.ts';
+import { createAgentMetrics } from '../agent/report/metrics.ts';
+import { makeNft } from '../agent/nft/nft.ts';
 import type { Source, SourceSink } from '../agent/sources/source.ts';
 import { makeRunner } from '../lib/exec.ts';
 import { silentLogger } from '../lib/log.ts';

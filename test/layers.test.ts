@@ -1,6 +1,10 @@
 /**
  * Layers point one way: api/ is pure (no I/O, imports only itself and lib/errors.ts); lib/
  * imports no component; webhook/ imports nothing from agent/; the agent imports no webhook.
+ * Inside agent/, each folder imports only the folders below it:
+ *   state/ (desired state, pure) < nft/ (transactions, rendering, the table) < host/ (the
+ *   node: devices, conntrack, probes) < report/ (metrics, status); sources/ stands apart
+ *   (api/ and lib/ only); agent.ts and cli.ts at the top may import any of them.
  */
 import t from 'tap';
 import { readFileSync, readdirSync, statSync } from 'node:fs';
@@ -27,6 +31,27 @@ const rules: Array<[string, (target: string) => boolean, string]> = [
   ['webhook', (x) => !x.startsWith('agent/'), 'webhook/ imports nothing from agent/'],
   ['agent', (x) => !x.startsWith('webhook/'), 'agent/ imports nothing from webhook/'],
 ];
+
+/** Agent folders, lowest first, with what each may import besides itself, api/, lib/ and packages. */
+const agentLayers: Array<[string, string[]]> = [
+  ['state', []],
+  ['nft', ['state']],
+  ['host', ['state', 'nft']],
+  ['report', ['state', 'nft', 'host']],
+  ['sources', []],
+];
+for (const [layer, below] of agentLayers) {
+  rules.push([
+    `agent/${layer}`,
+    (x) => !x.startsWith('agent/') || x.startsWith(`agent/${layer}/`) || below.some((b) => x.startsWith(`agent/${b}/`)),
+    `agent/${layer}/ imports ${below.length > 0 ? `only ${below.map((b) => `agent/${b}/`).join(', ')}` : 'no other agent folder'}`,
+  ]);
+}
+
+t.test('agent/ holds only its folders and the top (agent.ts, cli.ts)', async (t) => {
+  const top = readdirSync(join(root, 'agent')).sort();
+  t.same(top, ['agent.ts', 'cli.ts', ...agentLayers.map(([l]) => l)].sort());
+});
 
 for (const [dir, allowed, what] of rules) {
   t.test(what, async (t) => {

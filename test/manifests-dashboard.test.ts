@@ -12,7 +12,7 @@ import { join, relative } from 'node:path';
 import { parser } from '@prometheus-io/lezer-promql';
 import { loadAll } from 'js-yaml';
 import { z } from 'zod';
-import { createAgentMetrics } from '../agent/metrics.ts';
+import { createAgentMetrics } from '../agent/report/metrics.ts';
 import { createWebhookMetrics } from '../webhook/metrics.ts';
 import { kustomizeBuild } from './helpers/kustomize.ts';
 

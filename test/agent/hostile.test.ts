@@ -1,9 +1,9 @@
 /** Nothing user-controlled reaches nft text beyond validated addresses, ports and protocols. */
 import t from 'tap';
 import { readHint } from '../../api/index.ts';
-import { buildDesired, serviceEntry } from '../../agent/desired.ts';
-import { renderFull } from '../../agent/render.ts';
-import { parseAddress } from '../../agent/address.ts';
+import { buildDesired, serviceEntry } from '../../agent/state/desired.ts';
+import { renderFull } from '../../agent/nft/render.ts';
+import { parseAddress } from '../../agent/state/address.ts';
 import { svc } from '../helpers/agent.ts';
 
 const breakers = [';', '}', '{', '\n', '\r', '"', "'", '#', '\\', '$', '`', '\u0000', ' flush ruleset', '\u2028', '../', '@fastpath', 'goto x'];

@@ -7,10 +7,10 @@
 import t from 'tap';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent, type AgentOptions } from '../../agent/agent.ts';
-import { createAgentMetrics, type AgentMetrics } from '../../agent/metrics.ts';
+import { createAgentMetrics, type AgentMetrics } from '../../agent/report/metrics.ts';
 import type { Source, SourceSink } from '../../agent/sources/source.ts';
-import type { TableModel } from '../../agent/table-model.ts';
-import type { Transaction } from '../../agent/transaction.ts';
+import type { TableModel } from '../../agent/nft/table-model.ts';
+import type { Transaction } from '../../agent/nft/transaction.ts';
 import { FakeNft, fakeHost } from '../helpers/fake-nft.ts';
 import { expectOffloads, offloads, viewText, type PortSpec } from '../helpers/table-view.ts';
 import { svc } from '../helpers/agent.ts';

@@ -1,7 +1,7 @@
 /** Helpers for agent tests: Service objects that the api/ reader accepts, as entries. */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { readHint } from '../../api/index.ts';
-import { serviceEntry, type ServiceEntry } from '../../agent/desired.ts';
+import { serviceEntry, type ServiceEntry } from '../../agent/state/desired.ts';
 
 export interface SvcSpec {
   name: string;

@@ -1,6 +1,6 @@
 /**
  * A FAKE nft, in memory, for agent tests without root (after knftables' Fake): it applies
- * transactions to a table model with nft's semantics (agent/table-model.ts: all or nothing,
+ * transactions to a table model with nft's semantics (agent/nft/table-model.ts: all or nothing,
  * missing objects and devices fail, references are checked) and can be told to fail the
  * next transactions. Reads return the model itself, which is what nft.ts makes of a real
  * listing, so the agent cannot tell them apart. The netns and VM suites test the
@@ -9,10 +9,10 @@
  * With it, a fake Runner for the host commands the agent runs (ip link and addr, sysctl,
  * conntrack, ipvsadm, nft list flowtables): devices can vanish and appear.
  */
-import type { Nft } from '../../agent/nft.ts';
-import { NftError } from '../../agent/nft.ts';
-import { applyTransaction, type TableModel } from '../../agent/table-model.ts';
-import { toText, type Transaction } from '../../agent/transaction.ts';
+import type { Nft } from '../../agent/nft/nft.ts';
+import { NftError } from '../../agent/nft/nft.ts';
+import { applyTransaction, type TableModel } from '../../agent/nft/table-model.ts';
+import { toText, type Transaction } from '../../agent/nft/transaction.ts';
 import type { ExecResult, Runner } from '../../lib/exec.ts';
 
 export class FakeNft implements Nft {

@@ -6,8 +6,8 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent } from '../../agent/agent.ts';
-import { createAgentMetrics } from '../../agent/metrics.ts';
-import { makeNft } from '../../agent/nft.ts';
+import { createAgentMetrics } from '../../agent/report/metrics.ts';
+import { makeNft } from '../../agent/nft/nft.ts';
 import { KubeSource } from '../../agent/sources/kube.ts';
 import { silentLogger } from '../../lib/log.ts';
 import { FakeApiServer, fakeKubeConfig } from './fake-apiserver.ts';

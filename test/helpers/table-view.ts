@@ -4,7 +4,7 @@
  * nft's own words, without render.ts. Tests compare the two, so the agent is not graded
  * against its own state or its own renderer.
  */
-import type { TableModel } from '../../agent/table-model.ts';
+import type { TableModel } from '../../agent/nft/table-model.ts';
 
 const byPort = (a: string, b: string) => {
   const [pa, na] = a.split(' ').slice(1);

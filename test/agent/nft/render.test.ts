@@ -1,10 +1,10 @@
 import t from 'tap';
-import { buildDesired, diff, withServices } from '../../agent/desired.ts';
-import { deviceOps, renderDelta, renderFull, type RenderOptions } from '../../agent/render.ts';
-import type { TableModel } from '../../agent/table-model.ts';
-import { toText } from '../../agent/transaction.ts';
-import { parseAddress, type Address } from '../../agent/address.ts';
-import { entry, golden } from '../helpers/agent.ts';
+import { buildDesired, diff, withServices } from '../../../agent/state/desired.ts';
+import { deviceOps, renderDelta, renderFull, type RenderOptions } from '../../../agent/nft/render.ts';
+import type { TableModel } from '../../../agent/nft/table-model.ts';
+import { toText } from '../../../agent/nft/transaction.ts';
+import { parseAddress, type Address } from '../../../agent/state/address.ts';
+import { entry, golden } from '../../helpers/agent.ts';
 
 const node: Address[] = [parseAddress('192.168.1.10')!, parseAddress('fd00:1::10')!];
 const on: RenderOptions = { flowtable: true, devices: ['eth0', 'veth12ab'], counter: true };

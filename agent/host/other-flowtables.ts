@@ -13,8 +13,8 @@
  * the right namespace).
  */
 import { z } from 'zod';
-import type { Runner } from '../lib/exec.ts';
-import { FlowtableJson, flowtableDevices } from './nft.ts';
+import type { Runner } from '../../lib/exec.ts';
+import { FlowtableJson, flowtableDevices } from '../nft/nft.ts';
 
 export interface Flowtable {
   /** `family table`, as nft names it: `inet kindnet`. */

@@ -3,11 +3,10 @@
  * `nft -j list table inet flowhint` to read back what is there. Both through a Runner.
  */
 import { z } from 'zod';
-import type { Runner } from '../lib/exec.ts';
-import { FlowhintError, type ErrorCode } from '../lib/errors.ts';
-import { FAMILY, TABLE } from './render.ts';
+import type { Runner } from '../../lib/exec.ts';
+import { FlowhintError, type ErrorCode } from '../../lib/errors.ts';
 import type { MapModel, SetModel, TableModel } from './table-model.ts';
-import { toText, type Hook, type TimeoutSpec, type Transaction } from './transaction.ts';
+import { FAMILY, TABLE, toText, type Hook, type TimeoutSpec, type Transaction } from './transaction.ts';
 
 export class NftError extends FlowhintError {
   readonly stderr: string;

@@ -1,8 +1,8 @@
 import t from 'tap';
-import { shortChainName } from '../../agent/short-lived.ts';
-import { buildDesired, diff, emptyState, isEmptyDelta, rulesFor, withNodeAddresses, withServices } from '../../agent/desired.ts';
-import { parseAddress } from '../../agent/address.ts';
-import { entry } from '../helpers/agent.ts';
+import { shortChainName } from '../../../agent/state/short-lived.ts';
+import { buildDesired, diff, emptyState, isEmptyDelta, rulesFor, withNodeAddresses, withServices } from '../../../agent/state/desired.ts';
+import { parseAddress } from '../../../agent/state/address.ts';
+import { entry } from '../../helpers/agent.ts';
 
 t.test('entry: addresses from clusterIPs, externalIPs, LB ingress; TCP/UDP ports; threshold', async (t) => {
   const e = entry({ name: 'a', namespace: 'n', clusterIPs: ['10.96.0.1', 'fd00::1'], externalIPs: ['192.0.2.1', '10.96.0.1'], lbIPs: ['198.51.100.1'], ports: [{ port: 80, nodePort: 30080 }, { port: 53, protocol: 'UDP' }, { port: 9, protocol: 'SCTP' }], threshold: '7' });

@@ -16,9 +16,9 @@
  * Runner, so `--netns` reads the right namespace).
  */
 import { z } from 'zod';
-import type { Runner } from '../lib/exec.ts';
-import { addressKey, parseAddress, type Address } from './address.ts';
-import { offloads, type DesiredState, type Proto } from './desired.ts';
+import type { Runner } from '../../lib/exec.ts';
+import { addressKey, parseAddress, type Address } from '../state/address.ts';
+import { offloads, type DesiredState, type Proto } from '../state/desired.ts';
 
 export type BypassReason = 'ipvs' | 'local-address';
 

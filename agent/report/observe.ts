@@ -5,14 +5,15 @@
  * local addresses) and other owners' flowtables on our devices. Reads only; never programs.
  */
 import type { Logger } from 'pino';
-import type { Runner } from '../lib/exec.ts';
-import { countByService, entriesByService, readConntrack } from './conntrack.ts';
-import type { DesiredState } from './desired.ts';
-import { BYPASS_DETAIL, bypassText, localDelivery, readLocalDelivery, type Bypass } from './local-delivery.ts';
+import type { Runner } from '../../lib/exec.ts';
+import { countByService, entriesByService, readConntrack } from '../host/conntrack.ts';
+import type { DesiredState } from '../state/desired.ts';
+import { BYPASS_DETAIL, bypassText, localDelivery, readLocalDelivery, type Bypass } from '../host/local-delivery.ts';
 import type { AgentMetrics } from './metrics.ts';
-import type { Nft } from './nft.ts';
-import { OTHER_FLOWTABLE_DETAIL, flowtableText, otherFlowtables, readFlowtables, type Flowtable } from './other-flowtables.ts';
-import { FAMILY, SEEN, TABLE } from './render.ts';
+import type { Nft } from '../nft/nft.ts';
+import { OTHER_FLOWTABLE_DETAIL, flowtableText, otherFlowtables, readFlowtables, type Flowtable } from '../host/other-flowtables.ts';
+import { SEEN } from '../nft/render.ts';
+import { FAMILY, TABLE } from '../nft/transaction.ts';
 
 export interface ObserverOptions {
   run: Runner;

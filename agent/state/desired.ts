@@ -15,7 +15,7 @@
  * `diff` compares two states. Given the ids that changed it looks only at those, so the
  * cost of a sync follows the change, not the number of Services.
  */
-import { HINTS, effectiveThreshold, effectiveTimeout, isOffloadable, portProtocol, type EffectiveHint, type TrafficHint } from '../api/index.ts';
+import { HINTS, effectiveThreshold, effectiveTimeout, isOffloadable, portProtocol, type EffectiveHint, type TrafficHint } from '../../api/index.ts';
 import { addressKey, parseAddress, shortHash, type Address } from './address.ts';
 import { PMap, diffRefs, moveRef, pendingSet } from './pmap.ts';
 import { asUpdates, diffShort, emptyShort, moveElements, relinkShort, shortElements, type ShortDelta, type ShortState } from './short-lived.ts';

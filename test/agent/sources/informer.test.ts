@@ -1,10 +1,10 @@
 /** The Kubernetes source (client-node informer) against the list/watch FAKE in test/helpers. */
 import t from 'tap';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { KubeSource } from '../../agent/sources/kube.ts';
-import type { SourceEvent } from '../../agent/sources/source.ts';
-import { silentLogger } from '../../lib/log.ts';
-import { FakeApiServer, fakeKubeConfig } from '../helpers/fake-apiserver.ts';
+import { KubeSource } from '../../../agent/sources/kube.ts';
+import type { SourceEvent } from '../../../agent/sources/source.ts';
+import { silentLogger } from '../../../lib/log.ts';
+import { FakeApiServer, fakeKubeConfig } from '../../helpers/fake-apiserver.ts';
 
 const HINT = 'flowhint.dev/traffic-hint';
 

@@ -1,7 +1,7 @@
 /**
  * A transaction as data (pure), after sigs.k8s.io/knftables: a list of operations on the
  * objects of the one table the agent owns, `inet flowhint`. `toText` turns it into the
- * input of `nft -f -` (agent/nft.ts, the only side effect); agent/table-model.ts applies it
+ * input of `nft -f -` (agent/nft/nft.ts, the only side effect); agent/nft/table-model.ts applies it
  * to an in-memory table with nft's semantics, for drift and for the tests' fake.
  *
  * Every string here has been validated by render.ts (names are hashes or constants, rule

@@ -3,8 +3,8 @@ import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { FileSource, parseManifests } from '../../agent/sources/files.ts';
-import { silentLogger } from '../../lib/log.ts';
+import { FileSource, parseManifests } from '../../../agent/sources/files.ts';
+import { silentLogger } from '../../../lib/log.ts';
 
 const doc = (name: string, hint = 'LongLived', ip = '10.96.0.10') => `apiVersion: v1
 kind: Service

@@ -6,16 +6,22 @@
  * while the agent runs asks for a full sync (`upgrade`), which upgrades the ruleset in place.
  */
 import type { Logger } from 'pino';
-import type { Conditions } from '../lib/conditions.ts';
-import type { Runner } from '../lib/exec.ts';
-import type { AgentMetrics } from './metrics.ts';
-import type { Nft } from './nft.ts';
+import type { Conditions } from '../../lib/conditions.ts';
+import type { Runner } from '../../lib/exec.ts';
+import type { Nft } from '../nft/nft.ts';
 import { ensureConntrackAccounting, probeCtTimeout, probeFlowtable, type AcctResult, type ProbeResult } from './probe.ts';
+
+/** The gauges this class sets (the agent's metrics, report/metrics.ts, have them). */
+export interface SupportGauges {
+  flowtableSupported: { set(value: number): void };
+  conntrackTimeoutSupported: { set(value: number): void };
+  conntrackAccounting: { set(value: number): void };
+}
 
 export interface NodeSupportOptions {
   run: Runner;
   nft: Nft;
-  metrics: AgentMetrics;
+  metrics: SupportGauges;
   log: Logger;
   conditions: Conditions;
   /** Support appeared after the ruleset was first programmed: a full sync upgrades it. */

@@ -1,5 +1,5 @@
 /**
- * The agent's ruleset as a transaction (pure; agent/transaction.ts turns it into nft text). The agent owns exactly one table, `inet flowhint`, and nothing outside it.
+ * The agent's ruleset as a transaction (pure; agent/nft/transaction.ts turns it into nft text). The agent owns exactly one table, `inet flowhint`, and nothing outside it.
  *
  *   table inet flowhint {
  *     flowtable fastpath { hook ingress priority filter; devices = { … }; counter; }
@@ -66,7 +66,7 @@
  * priority 100, after this chain. Measured on Debian's 6.1 kernel: such a connection has no
  * `dnat` status bit; offloaded, every one broke (iperf3's control socket reset; echo
  * connections hung). Without the `dnat` bit it is never offloaded, and the agent reports such
- * ports (agent/local-delivery.ts). `ct original proto-dst` cannot be used in sets, so each
+ * ports (agent/host/local-delivery.ts). `ct original proto-dst` cannot be used in sets, so each
  * port is one comparison, in a chain reached through a verdict map keyed on address.
  *
  * TCP timeout policies set only the closing states: an idle established connection keeps
@@ -80,14 +80,13 @@
  * Nothing user-controlled is rendered: only validated addresses, ports and protocols,
  * validated device names, the mark bit (a power of two), and hex hashes.
  */
-import type { Address } from './address.ts';
-import type { ChainSpec, Delta, DesiredState, LongElement, Rule } from './desired.ts';
-import { keyToAddress, longOf } from './desired.ts';
-import { parseElementKey, timeoutObjectName, type ShortChain } from './short-lived.ts';
+import type { Address } from '../state/address.ts';
+import type { ChainSpec, Delta, DesiredState, LongElement, Rule } from '../state/desired.ts';
+import { keyToAddress, longOf } from '../state/desired.ts';
+import { parseElementKey, timeoutObjectName, type ShortChain } from '../state/short-lived.ts';
 import type { TableModel } from './table-model.ts';
-import { FAMILY, TABLE, add, del, flush, toText, type Hook, type Op, type Transaction } from './transaction.ts';
+import { add, del, flush, toText, type Hook, type Op, type Transaction } from './transaction.ts';
 
-export { FAMILY, TABLE };
 export const FLOWTABLE = 'fastpath';
 /** The forward base chain (one mark test per packet) and the chain it sends marked connections to. */
 export const BASE_CHAIN = 'classify';

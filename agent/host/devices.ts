@@ -6,10 +6,10 @@
  * does, include/exclude regular expressions (`--devices`, `--exclude-devices`).
  */
 import { z } from 'zod';
-import type { Runner } from '../lib/exec.ts';
-import { FlowhintError } from '../lib/errors.ts';
-import { parseAddress, type Address } from './address.ts';
-import { isRenderableDevice } from './render.ts';
+import type { Runner } from '../../lib/exec.ts';
+import { FlowhintError } from '../../lib/errors.ts';
+import { parseAddress, type Address } from '../state/address.ts';
+import { isRenderableDevice } from '../nft/render.ts';
 
 const Link = z.looseObject({
   ifname: z.string(),

@@ -1,9 +1,9 @@
 /** conntrack -L parsing and per-Service counts, on lines Debian's 6.1 kernel printed in the VM (test/kernel). */
 import t from 'tap';
-import { parseAddress } from '../../agent/address.ts';
-import { conntrackDestinations, countByService, entriesByService } from '../../agent/conntrack.ts';
-import { buildDesired } from '../../agent/desired.ts';
-import { entry } from '../helpers/agent.ts';
+import { parseAddress } from '../../../agent/state/address.ts';
+import { conntrackDestinations, countByService, entriesByService } from '../../../agent/host/conntrack.ts';
+import { buildDesired } from '../../../agent/state/desired.ts';
+import { entry } from '../../helpers/agent.ts';
 
 const LINES = [
   'tcp      6 src=10.0.1.2 dst=10.96.0.10 sport=47892 dport=80 packets=6196 bytes=271837509 src=10.0.2.2 dst=10.0.1.2 sport=5201 dport=47892 packets=4401 bytes=228860 [OFFLOAD] mark=0 use=2',

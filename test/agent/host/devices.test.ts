@@ -1,7 +1,7 @@
 /** Device selection and node addresses from `ip -j` output (pure, and through a fake Runner). */
 import t from 'tap';
-import { isOperUp, listLinks, listNodeAddresses, selectDevices, type LinkInfo } from '../../agent/devices.ts';
-import type { Runner } from '../../lib/exec.ts';
+import { isOperUp, listLinks, listNodeAddresses, selectDevices, type LinkInfo } from '../../../agent/host/devices.ts';
+import type { Runner } from '../../../lib/exec.ts';
 
 const link = (ifname: string, o: Partial<LinkInfo> = {}): LinkInfo => ({ ifname, flags: ['BROADCAST', 'UP', 'LOWER_UP'], operstate: 'UP', link_type: 'ether', ...o });
 

@@ -4,9 +4,9 @@
  * `[OFFLOAD]` (offloaded now), for ShortLived Services every entry (what their timeout keeps
  * small).
  */
-import type { Runner } from '../lib/exec.ts';
-import { addressKey, parseAddress } from './address.ts';
-import { offloads, type DesiredState, type ServiceEntry } from './desired.ts';
+import type { Runner } from '../../lib/exec.ts';
+import { addressKey, parseAddress } from '../state/address.ts';
+import { offloads, type DesiredState, type ServiceEntry } from '../state/desired.ts';
 
 export interface Destination {
   readonly proto: string;

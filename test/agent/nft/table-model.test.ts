@@ -6,13 +6,13 @@
  */
 import t from 'tap';
 import { readFileSync } from 'node:fs';
-import { drift, expectedTable } from '../../agent/drift.ts';
-import { parseListing } from '../../agent/nft.ts';
-import { applyTransaction, tableDiff, type TableModel } from '../../agent/table-model.ts';
-import type { Op } from '../../agent/transaction.ts';
-import { FIXTURE_OPTIONS, fixtureState } from '../fixtures/nft/render-fixture.ts';
+import { drift, expectedTable } from '../../../agent/nft/drift.ts';
+import { parseListing } from '../../../agent/nft/nft.ts';
+import { applyTransaction, tableDiff, type TableModel } from '../../../agent/nft/table-model.ts';
+import type { Op } from '../../../agent/nft/transaction.ts';
+import { FIXTURE_OPTIONS, fixtureState } from '../../fixtures/nft/render-fixture.ts';
 
-const fixture = (name: string) => readFileSync(new URL(`../fixtures/nft/${name}`, import.meta.url), 'utf8');
+const fixture = (name: string) => readFileSync(new URL(`../../fixtures/nft/${name}`, import.meta.url), 'utf8');
 
 const state = fixtureState;
 const degraded = FIXTURE_OPTIONS.degraded;

@@ -3,8 +3,8 @@
  * and a `flow add` rule, using `nft -c` so nothing is ever committed. And conntrack
  * accounting, which `ct packets` thresholds need.
  */
-import type { Runner } from '../lib/exec.ts';
-import type { Nft } from './nft.ts';
+import type { Runner } from '../../lib/exec.ts';
+import type { Nft } from '../nft/nft.ts';
 
 const PROBE = [
   'add table inet flowhint_probe',

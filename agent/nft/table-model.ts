@@ -2,8 +2,8 @@
  * The table as data (pure): what `inet flowhint` holds, in one model that three things
  * produce and one comparison reads.
  *
- * - `nft -j list table inet flowhint` (agent/nft.ts parses the listing into it);
- * - `applyTransaction`, which applies a transaction (agent/transaction.ts) with the nft
+ * - `nft -j list table inet flowhint` (agent/nft/nft.ts parses the listing into it);
+ * - `applyTransaction`, which applies a transaction (agent/nft/transaction.ts) with the nft
  *   semantics that matter to us, as knftables' Fake does: a failed transaction changes
  *   nothing; a missing object, a `goto` to a missing chain, a missing device, a rule naming
  *   a missing set, map, flowtable or timeout fail it; deleting something still referenced

@@ -1,6 +1,6 @@
 /** formatStatus: what `flowhint status` prints, from a status document written out here. */
 import t from 'tap';
-import { StatusDoc, formatStatus } from '../../agent/status.ts';
+import { StatusDoc, formatStatus } from '../../../agent/report/status.ts';
 
 const doc = StatusDoc.parse({
   version: 1,

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { PMap } from '../../agent/pmap.ts';
+import { PMap } from '../../../agent/state/pmap.ts';
 
 t.test('versions are independent and agree with a plain Map', async (t) => {
   const plain = new Map<number, string>();

@@ -1,6 +1,6 @@
 import t from 'tap';
-import { flowtableText, otherFlowtables, parseFlowtables } from '../../agent/other-flowtables.ts';
-import { StatusDoc, formatStatus } from '../../agent/status.ts';
+import { flowtableText, otherFlowtables, parseFlowtables } from '../../../agent/host/other-flowtables.ts';
+import { StatusDoc, formatStatus } from '../../../agent/report/status.ts';
 
 // `nft -j list flowtables` as nft 1.0.6 printed it in the VM (Debian's 6.1 kernel), for a
 // kindnet-like table on a0 and a1, a Calico-like one on b0 at priority -10, and flowhint's

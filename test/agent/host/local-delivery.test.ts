@@ -1,8 +1,8 @@
 import t from 'tap';
-import { parseAddress } from '../../agent/address.ts';
-import { buildDesired } from '../../agent/desired.ts';
-import { localDelivery, parseIpvs, parseLocalAddresses } from '../../agent/local-delivery.ts';
-import { entry } from '../helpers/agent.ts';
+import { parseAddress } from '../../../agent/state/address.ts';
+import { buildDesired } from '../../../agent/state/desired.ts';
+import { localDelivery, parseIpvs, parseLocalAddresses } from '../../../agent/host/local-delivery.ts';
+import { entry } from '../../helpers/agent.ts';
 
 // /proc/net/ip_vs as Debian's 6.1 kernel printed it in the VM (test/kernel, IPVS scenario),
 // plus an IPv6 and a fwmark service in the kernel's own formats ("[%pI6]:%04X", "FWM  %08X").

@@ -1,6 +1,6 @@
 /** Addresses as they may reach nft text: canonical, or refused; and the hashes used as names. */
 import t from 'tap';
-import { addressKey, parseAddress, shortHash } from '../../agent/address.ts';
+import { addressKey, parseAddress, shortHash } from '../../../agent/state/address.ts';
 
 t.test('addresses are canonical', async (t) => {
   t.same(parseAddress('10.96.0.10'), { family: 'ip', addr: '10.96.0.10' });

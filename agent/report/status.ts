@@ -5,9 +5,9 @@
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
-import type { DesiredState } from './desired.ts';
-import { BYPASS_DETAIL, bypassText, type Bypass } from './local-delivery.ts';
-import { OTHER_FLOWTABLE_DETAIL, flowtableText } from './other-flowtables.ts';
+import type { DesiredState } from '../state/desired.ts';
+import { BYPASS_DETAIL, bypassText, type Bypass } from '../host/local-delivery.ts';
+import { OTHER_FLOWTABLE_DETAIL, flowtableText } from '../host/other-flowtables.ts';
 
 export const DEFAULT_STATE_DIR = '/run/flowhint';
 

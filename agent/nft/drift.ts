@@ -5,7 +5,7 @@
  * and flowtable devices. A full sync repairs the table either way; this decides whether it
  * counts as a drift repair (flowhint_agent_drift_repairs_total) and says what differed.
  */
-import type { DesiredState } from './desired.ts';
+import type { DesiredState } from '../state/desired.ts';
 import { fullTransaction, type RenderOptions } from './render.ts';
 import { applyTransaction, tableDiff, type TableModel } from './table-model.ts';
 

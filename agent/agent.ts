@@ -1,47 +1,42 @@
 /**
- * The node agent's controller: sources in, one nft transaction at a time out.
+ * The node agent's loop: sources in, one nft transaction at a time out.
  *
- * - Every Service from a source is re-checked with the api/ reader; an unusable one is not
- *   programmed, is warned about once (per reason), and is counted.
- * - The first sync, any sync after a failure, a kernel upgrade and the periodic resync are
- *   *full*: read the table back, compare its content with what the last transaction left
- *   (drift.ts), then one atomic transaction that makes it exactly the desired state
- *   (fullTransaction). Others are *partial*: only the chains and elements of the Services
- *   that changed (diff + deltaTransaction). Bursts are batched by a short rate limit.
- * - A failed transaction leaves the previous ruleset intact (nft transactions are atomic);
- *   it is retried with backoff, and the retry is full. A transaction that failed because a
- *   device vanished is retried once at once after re-listing devices.
- * - Host polling feeds changes into the same sync: new node addresses re-address NodePorts;
- *   new or gone devices are added to or removed from the flowtable in place (a `devices`
- *   sync, or part of a partial one).
- *
- * What makes a sync full, in one place: `needFull`, set by the first sync, a failure, the
- * periodic resync and a kernel that gained flowtable or ct timeout support; and a change of
- * the table's shape (the first or last Service of a hint: render.ts's base chains).
- * - Restart is idempotent: the flowtable is only touched to add or remove devices, so
- *   connections already offloaded stay offloaded.
+ * - Source events become desired state (state/intake.ts); refused Services are reported
+ *   once per reason (state/refusals.ts). Bursts are batched by a short rate limit.
+ * - Each sync is *full* (nft/programmer.ts: read back, drift, one transaction to the exact
+ *   state), *partial* (the Services that changed) or *devices* (the flowtable's devices in
+ *   place). What makes it full, in one place (`sync`): `needFull`, set by the first sync, a
+ *   failure, the periodic resync and support that appeared; or a change of the table's
+ *   shape (the first or last Service of a hint: nft/render.ts's base chains).
+ * - A failed transaction leaves the previous ruleset intact; it is retried with backoff
+ *   (lib/bounded-runner.ts), as a full sync.
+ * - Host polling (host/host-poll.ts) feeds the same sync: node addresses re-address
+ *   NodePorts; devices join or leave the flowtable in place. Restart is idempotent: the
+ *   flowtable is only touched for its devices, so offloaded connections stay offloaded.
  */
 import type { Logger } from 'pino';
-import { readHint } from '../api/index.ts';
-import { errorMessage } from '../lib/errors.ts';
-import type { Runner } from '../lib/exec.ts';
-import type { Address } from './state/address.ts';
-import { addressKey } from './state/address.ts';
-import { diff, emptyState, isEmptyDelta, serviceEntry, withNodeAddresses, withServices, type DesiredState, type ServiceEntry } from './state/desired.ts';
-import { listLinks, listNodeAddresses, selectDevices, type DeviceFilter } from './host/devices.ts';
-import type { AgentMetrics } from './report/metrics.ts';
-import { drift } from './nft/drift.ts';
-import { NftError, type Nft } from './nft/nft.ts';
-import { NodeSupport } from './host/node-support.ts';
-import { FAMILY, TABLE } from './nft/transaction.ts';
-import { DELETE_TABLE, FLOWTABLE, deltaTransaction, deviceOps, fullTransaction, sameShape, shapeOf, type RenderOptions } from './nft/render.ts';
-import type { Source, SourceEvent } from './sources/source.ts';
-import { servicesStatus, type StatusDoc } from './report/status.ts';
-import { StatusWriter } from './report/status-writer.ts';
-import { Observer } from './report/observe.ts';
 import { Backoff } from '../lib/backoff.ts';
 import { BoundedRunner } from '../lib/bounded-runner.ts';
 import { Conditions } from '../lib/conditions.ts';
+import { errorMessage } from '../lib/errors.ts';
+import type { Runner } from '../lib/exec.ts';
+import type { Address } from './state/address.ts';
+import { emptyState, withNodeAddresses, withServices, type DesiredState } from './state/desired.ts';
+import { intake } from './state/intake.ts';
+import { Refusals, type Refusal } from './state/refusals.ts';
+import { NftError, type Nft } from './nft/nft.ts';
+import { Programmer } from './nft/programmer.ts';
+import { sameShape, shapeOf } from './nft/render.ts';
+import { FAMILY, TABLE } from './nft/transaction.ts';
+import type { DeviceFilter } from './host/devices.ts';
+import { HostPoll } from './host/host-poll.ts';
+import { NodeSupport } from './host/node-support.ts';
+import type { AgentMetrics } from './report/metrics.ts';
+import { Observer } from './report/observe.ts';
+import { statusDoc, type StatusDoc, type SyncKind, type SyncResult } from './report/status.ts';
+import { reportSync } from './report/sync-report.ts';
+import { StatusWriter } from './report/status-writer.ts';
+import type { Source, SourceEvent } from './sources/source.ts';
 
 const STATUS_INTERVAL_MS = 500;
 
@@ -70,116 +65,81 @@ export interface AgentOptions {
   backoff?: { initialMs: number; maxMs: number };
 }
 
-export type SyncKind = 'full' | 'partial' | 'devices';
-
-export interface SyncResult {
-  kind: SyncKind;
-  ok: boolean;
-  durationMs: number;
-  error?: string;
-  /** Full syncs: whether the table differed from what the last transaction left (drift). */
-  drift?: boolean;
-}
-
 export class Agent {
   private readonly o: AgentOptions;
   private readonly log: Logger;
   private desired: DesiredState = emptyState();
-  private applied: DesiredState | undefined;
-  /** How `applied` was rendered (flowtable and ct timeout support then), for drift. */
-  private appliedOptions: RenderOptions | undefined;
-  private appliedDevices: string[] = [];
-  /** Devices the host poll found, when they differ from `appliedDevices`. */
+  private readonly programmer: Programmer;
+  /** Devices the host poll found, when they differ from the applied ones. */
   private wantDevices: string[] | undefined;
   private dirty = new Set<string>();
   private needFull = true;
-  private invalid = new Map<string, { code: string; reason: string }>();
+  private readonly refusals = new Refusals();
   /** Node-level conditions already logged (degraded, accounting, devices, status file). */
   private readonly conditions = new Conditions();
-  /**
-   * Per Service key, the refusal last reported (`code|reason`): a Service is reported again
-   * when its refusal changes, or when it is refused again after being fixed or deleted. Holds
-   * only Services refused now, so it does not grow with churn.
-   */
-  private reportedInvalid = new Map<string, string>();
   private readonly node: NodeSupport;
+  private readonly host: HostPoll;
   private readonly observer: Observer;
   private readonly runner: BoundedRunner;
   private readonly status: StatusWriter;
   private timers: NodeJS.Timeout[] = [];
   private failures = 0;
   private stopped = false;
-  private syncedOnce: Promise<void>;
+  private readonly syncedOnce: Promise<void>;
   private resolveSynced!: () => void;
   lastSync: SyncResult | undefined;
-  lastSyncTime: string | undefined;
 
   constructor(o: AgentOptions) {
     this.o = o;
     this.log = o.logger;
     this.syncedOnce = new Promise((r) => (this.resolveSynced = r));
-    this.node = new NodeSupport({ run: o.run, nft: o.nft, metrics: o.metrics, log: o.logger, conditions: this.conditions, upgrade: () => this.requestFull(), programmed: () => this.applied !== undefined });
-    this.observer = new Observer({ run: o.run, nft: o.nft, metrics: o.metrics, log: o.logger, changed: () => this.status.soon() });
+    // What the parts share: the agent's options, its logger and its conditions.
+    const shared = { ...o, log: o.logger, conditions: this.conditions };
+    const programmed = () => this.programmer.applied !== undefined;
+    this.node = new NodeSupport({ ...shared, upgrade: () => this.requestFull(), programmed });
+    this.programmer = new Programmer({ ...shared, support: this.node });
+    this.host = new HostPoll(shared);
+    this.observer = new Observer({ ...shared, changed: () => this.status.soon() });
     this.runner = new BoundedRunner({
       minIntervalMs: o.minSyncIntervalMs ?? 100,
       backoff: new Backoff(o.backoff ?? { initialMs: 1_000, maxMs: 60_000 }),
       run: async () => this.stopped || (await this.sync()).ok,
     });
-    this.status = new StatusWriter({
-      dir: o.stateDir,
-      intervalMs: STATUS_INTERVAL_MS,
-      doc: () => this.statusDoc(),
-      onSuccess: () => this.conditions.changed('status-file', 'ok'),
-      onError: (err, dir) => {
-        if (this.conditions.changed('status-file', 'failing')) this.log.warn({ err: errorMessage(err), dir }, 'cannot write status file; `flowhint status` will not see this agent');
-      },
-    });
+    this.status = new StatusWriter({ ...shared, dir: o.stateDir, intervalMs: STATUS_INTERVAL_MS, doc: () => this.statusDoc() });
   }
 
-  get flowtableSupported(): boolean {
-    return this.node.flowtable;
-  }
-
-  get ctTimeoutSupported(): boolean {
-    return this.node.ctTimeout;
-  }
-
-  get state(): DesiredState {
-    return this.desired;
-  }
-
-  /** Probe, read devices and addresses, start the source; resolves when it has synced. */
+  /** Probe, read node addresses, start the source; resolves when it has synced. */
   async prepare(): Promise<void> {
     await this.node.probeFlowtable();
     await this.node.probeTimeouts();
     await this.node.ensureAccounting();
-    this.desired = withNodeAddresses(this.desired, this.o.nodeAddresses ?? (await listNodeAddresses(this.o.run)));
-    this.appliedDevices = [];
+    this.desired = withNodeAddresses(this.desired, await this.host.addresses());
     await this.o.source.start({
       events: (events) => this.onEvents(events),
       synced: () => this.resolveSynced(),
-      refused: (key, refusal) => this.onRefused(key, refusal),
+      refused: (key, refusal) => {
+        this.onRefused(key, refusal);
+        this.status.soon();
+      },
     });
     await this.syncedOnce;
   }
 
   /** Run: the sync loop, periodic resync, host polling, re-probe, conntrack metrics. */
   startLoops(): void {
-    const every = (ms: number, fn: () => Promise<void>) => {
-      const t = setInterval(() => void fn().catch((err) => this.log.error({ err: errorMessage(err) }, 'periodic task failed')), ms);
-      this.timers.push(t);
+    const every = (ms: number, fn: () => Promise<unknown>) => {
+      const fail = (err: unknown) => this.log.error({ err: errorMessage(err) }, 'periodic task failed');
+      this.timers.push(setInterval(() => void fn().catch(fail), ms));
     };
     every(this.o.resyncMs ?? 3_600_000, async () => this.requestFull());
     every(this.o.devicePollMs ?? 2_000, () => this.pollHost());
     every(this.o.reprobeMs ?? 60_000, () => this.node.reprobe());
-    every(this.o.conntrackPollMs ?? 15_000, async () => {
-      await this.refreshOffloadMetrics();
-    });
+    every(this.o.conntrackPollMs ?? 15_000, () => this.refreshOffloadMetrics());
     this.runner.start();
     this.runner.request();
   }
 
-  /** The next sync is full (the periodic resync; tests). */
+  /** The next sync is full (the periodic resync, support that appeared, tests). */
   requestFull(): void {
     this.needFull = true;
     this.runner.request();
@@ -191,215 +151,109 @@ export class Agent {
     await this.o.source.stop();
     await this.runner.stop();
     await this.status.flush();
-    if (options.cleanup) {
-      await this.o.nft.apply(DELETE_TABLE).catch((err) => this.log.warn({ err: errorMessage(err) }, 'cleanup: delete table failed'));
-      this.log.info({ table: `${FAMILY} ${TABLE}` }, 'table removed (--cleanup-on-exit)');
-    } else {
+    if (!options.cleanup) {
       this.log.info('stopped; rules left in place so offloaded connections continue');
+      return;
     }
+    await this.programmer.remove().catch((err: unknown) => this.log.warn({ err: errorMessage(err) }, 'cleanup: delete table failed'));
+    this.log.info({ table: `${FAMILY} ${TABLE}` }, 'table removed (--cleanup-on-exit)');
   }
 
-  /** A refusal by the source itself: same bookkeeping as one by the reader. */
-  private onRefused(key: string, refusal: { code: string; reason: string } | undefined): void {
-    if (!refusal) {
-      this.clearInvalid(key);
-    } else {
-      this.noteInvalid(key, refusal.code, refusal.reason);
-    }
-    this.status.soon();
-  }
-
-  private noteInvalid(key: string, code: string, reason: string): void {
-    const report = `${code}|${reason}`;
-    if (this.reportedInvalid.get(key) !== report) {
-      this.reportedInvalid.set(key, report);
-      this.o.metrics.invalidHints.inc({ code });
-      this.log.warn({ service: key, code, reason }, 'hint not usable; Service not programmed');
-    }
-    this.invalid.set(key, { code, reason });
-  }
-
-  /** The Service is usable, unhinted or gone: forget its refusal. */
-  private clearInvalid(key: string): void {
-    this.invalid.delete(key);
-    this.reportedInvalid.delete(key);
+  /** A refusal (by the reader or the source), or `undefined`: the refusal no longer holds. */
+  private onRefused(key: string, refusal: Refusal | undefined): void {
+    if (!refusal) return this.refusals.clear(key);
+    if (!this.refusals.refuse(key, refusal)) return;
+    this.o.metrics.invalidHints.inc({ code: refusal.code });
+    const { code, reason, where } = refusal;
+    this.log.warn({ service: key, code, reason, where }, 'hint not usable; Service not programmed');
   }
 
   private onEvents(events: readonly SourceEvent[]): void {
-    const updates = new Map<string, ServiceEntry | undefined>();
-    for (const ev of events) {
-      if (ev.type === 'delete') {
-        updates.set(ev.key, undefined);
-        this.clearInvalid(ev.key);
-        continue;
-      }
-      const r = readHint(ev.object);
-      if (r.usable) {
-        updates.set(ev.key, serviceEntry(r.hint, this.o.defaultThreshold, this.o.defaultTimeout));
-        this.clearInvalid(ev.key);
-      } else {
-        updates.set(ev.key, undefined);
-        if (r.code === 'FH_NOT_HINTED') {
-          this.clearInvalid(ev.key);
-          continue;
-        }
-        this.noteInvalid(ev.key, r.code, r.reason);
-      }
-    }
-    if (updates.size === 0) return;
-    this.desired = withServices(this.desired, updates);
-    for (const key of updates.keys()) this.dirty.add(key);
+    const batch = intake(events, { threshold: this.o.defaultThreshold, timeout: this.o.defaultTimeout });
+    for (const key of batch.cleared) this.onRefused(key, undefined);
+    for (const [key, refusal] of batch.refused) this.onRefused(key, refusal);
+    if (batch.updates.size === 0) return;
+    this.desired = withServices(this.desired, batch.updates);
+    for (const key of batch.updates.keys()) this.dirty.add(key);
     this.o.metrics.hintedServices.set(this.desired.services.size);
     this.runner.request();
   }
 
-  private async currentDevices(): Promise<string[]> {
-    const { devices, skipped } = selectDevices(await listLinks(this.o.run), this.o.devices);
-    if (this.conditions.changed('unrenderable-devices', skipped.join(',')) && skipped.length > 0) {
-      this.log.warn({ devices: skipped }, 'device names cannot be rendered safely; not added to the flowtable');
-    }
-    return devices;
-  }
-
-  private renderOptions(devices: readonly string[]): RenderOptions {
-    return { flowtable: this.node.flowtable, devices, counter: this.o.counter, ctTimeout: this.node.ctTimeout, ...(this.o.ctMark === undefined ? {} : { ctMark: this.o.ctMark }) };
-  }
-
   private devicesChanged(): boolean {
-    return this.wantDevices !== undefined && this.wantDevices.join(',') !== this.appliedDevices.join(',');
+    return this.wantDevices !== undefined && this.wantDevices.join(',') !== this.programmer.devices.join(',');
   }
 
   /** One sync, now: full, partial, or flowtable devices only. Exposed for --once and tests. */
   async sync(): Promise<SyncResult> {
     const started = performance.now();
-    const full = this.needFull || !this.applied || !sameShape(shapeOf(this.applied), shapeOf(this.desired));
+    const applied = this.programmer.applied;
+    const full = this.needFull || !applied || !sameShape(shapeOf(applied.state), shapeOf(this.desired));
     const kind: SyncKind = full ? 'full' : this.dirty.size === 0 && this.devicesChanged() ? 'devices' : 'partial';
     const target = this.desired;
     const keys = this.dirty;
     this.dirty = new Set();
+    const devices = this.node.flowtable && this.devicesChanged() ? this.wantDevices : undefined;
+    const apply = () =>
+      kind === 'full' ? this.programmer.full(target, () => this.host.devices()) : this.programmer.partial(target, keys, devices);
+    const done = (r: { ok: boolean; drift?: boolean; error?: string }): SyncResult => ({ kind, durationMs: performance.now() - started, at: new Date().toISOString(), ...r });
     let result: SyncResult;
+    let stderr: string | undefined;
     try {
-      const drift = kind === 'full' ? await this.applyFull(target) : await this.applyIncremental(target, keys);
-      this.applied = target;
+      const drift = await apply();
+      result = done({ ok: true, ...(drift === undefined ? {} : { drift }) });
+      this.wantDevices = undefined;
       this.needFull = false;
       this.failures = 0;
-      result = { kind, ok: true, durationMs: performance.now() - started, ...(drift === undefined ? {} : { drift }) };
-      // Status shows locally delivered ports (IPVS) from the first sync on, not 15 s later.
-      if (kind === 'full') await this.observer.localDelivery(target).catch((err) => this.log.warn({ err: errorMessage(err) }, 'cannot read IPVS services and local addresses'));
-      if (!this.node.acct.enabled) await this.node.ensureAccounting();
     } catch (err) {
       for (const key of keys) this.dirty.add(key);
       this.needFull = true;
       this.failures += 1;
-      this.o.metrics.syncFailures.inc({ kind });
-      // A device update that fails most likely met a device that vanished again.
-      if (kind === 'devices') this.o.metrics.devicesMissing.inc();
-      const message = errorMessage(err);
-      result = { kind, ok: false, durationMs: performance.now() - started, error: message };
-      this.log.error({ kind, err: message, stderr: err instanceof NftError ? err.stderr.slice(0, 2000) : undefined, failures: this.failures }, 'sync failed; previous ruleset kept; retrying as a full sync');
+      result = done({ ok: false, error: errorMessage(err) });
+      stderr = err instanceof NftError ? err.stderr : undefined;
     }
-    this.o.metrics.syncDuration.observe({ kind }, result.durationMs / 1000);
     this.lastSync = result;
-    this.lastSyncTime = new Date().toISOString();
-    this.o.metrics.programmedElements.set(this.applied?.chainOf.size ?? 0);
-    this.o.metrics.devices.set(this.appliedDevices.length);
-    if (result.ok) this.log.info({ kind, durationMs: Math.round(result.durationMs * 10) / 10, services: target.services.size, drift: result.drift }, 'synced');
+    const context = { services: target.services.size, applied: this.programmer.applied, failures: this.failures };
+    reportSync(this.o.metrics, this.log, result, { ...context, stderr });
+    if (result.ok) await this.afterSync(kind, target);
     this.status.soon();
     return result;
   }
 
-  private async applyFull(target: DesiredState): Promise<boolean> {
-    let devices = this.node.flowtable ? await this.currentDevices() : [];
-    const current = await this.o.nft.read();
-    // Drift: the table is not what our last transaction left (someone edited or deleted it).
-    const differences = this.applied && this.appliedOptions ? drift(current, this.applied, { ...this.appliedOptions, devices: this.appliedDevices }) : [];
-    if (differences.length > 0) {
-      this.o.metrics.driftRepairs.inc();
-      this.log.warn({ differences: differences.slice(0, 5), count: differences.length }, 'table differs from what flowhint last programmed (drift); repairing');
+  /** After a good sync: local delivery (status shows IPVS ports from the first sync on), accounting. */
+  private async afterSync(kind: SyncKind, target: DesiredState): Promise<void> {
+    if (kind === 'full') {
+      const fail = (err: unknown) => this.log.warn({ err: errorMessage(err) }, 'cannot read IPVS services and local addresses');
+      await this.observer.localDelivery(target).catch(fail);
     }
-    try {
-      await this.o.nft.apply(fullTransaction(target, this.renderOptions(devices), current));
-    } catch (err) {
-      if (!this.node.flowtable) throw err;
-      // A device named in the transaction may have vanished since listing: prune, retry once.
-      const again = await this.currentDevices();
-      if (again.join(',') === devices.join(',')) throw err;
-      this.o.metrics.devicesMissing.inc(devices.filter((d) => !again.includes(d)).length);
-      this.log.warn({ before: devices, now: again }, 'devices changed during the sync; retrying once with the current list');
-      devices = again;
-      await this.o.nft.apply(fullTransaction(target, this.renderOptions(devices), await this.o.nft.read()));
-    }
-    this.appliedDevices = devices;
-    this.wantDevices = undefined;
-    this.appliedOptions = this.renderOptions(devices);
-    return differences.length > 0;
-  }
-
-  /** The Services that changed, and the flowtable's devices if the host poll saw a change. */
-  private async applyIncremental(target: DesiredState, keys: Set<string>): Promise<undefined> {
-    const devices = this.node.flowtable && this.devicesChanged() ? this.wantDevices : undefined;
-    // The flowtable exists only while a LongLived Service does (render.ts; a partial sync keeps the shape).
-    const ft = devices && shapeOf(target).long;
-    // The kernel drops a deleted device from the flowtable by itself: start from what it holds now.
-    const inKernel = ft ? ((await this.o.nft.read())?.flowtables.get(FLOWTABLE)?.devices ?? this.appliedDevices) : [];
-    const options = this.renderOptions(devices ?? this.appliedDevices);
-    const delta = diff(this.applied ?? emptyState(), target, keys);
-    const tx = [...(ft ? deviceOps(inKernel, devices) : []), ...(isEmptyDelta(delta) ? [] : deltaTransaction(delta, options))];
-    await this.o.nft.apply(tx);
-    if (devices) {
-      if (ft) this.log.info({ added: devices.filter((d) => !this.appliedDevices.includes(d)), removed: this.appliedDevices.filter((d) => !devices.includes(d)) }, 'flowtable devices updated in place');
-      this.appliedDevices = devices;
-    }
-    this.wantDevices = undefined;
-    this.appliedOptions = options;
-    return undefined;
+    if (!this.node.acct.enabled) await this.node.ensureAccounting();
   }
 
   /** Devices and node addresses: a change becomes a sync (devices in place; NodePorts re-addressed). */
   private async pollHost(): Promise<void> {
-    if (this.stopped || !this.applied) return;
-    if (!this.o.nodeAddresses) {
-      const addrs = await listNodeAddresses(this.o.run);
-      const now = addrs.map(addressKey).sort().join(',');
-      if (now !== this.desired.nodeAddresses.map(addressKey).join(',')) {
-        this.log.info({ nodeAddresses: addrs.map((a) => a.addr) }, 'node addresses changed');
-        this.desired = withNodeAddresses(this.desired, addrs);
-        this.runner.request();
-      }
-    }
-    if (!this.node.flowtable) return;
-    const devices = await this.currentDevices();
-    if (devices.join(',') === this.appliedDevices.join(',')) return;
-    this.wantDevices = devices;
-    this.runner.request();
+    if (this.stopped || !this.programmer.applied) return;
+    const devices = this.node.flowtable ? this.programmer.devices : undefined;
+    const seen = await this.host.changes({ addresses: this.desired.nodeAddresses, devices });
+    if (seen.addresses) this.desired = withNodeAddresses(this.desired, seen.addresses);
+    if (seen.devices) this.wantDevices = seen.devices;
+    if (seen.addresses || seen.devices) this.runner.request();
   }
 
   async refreshOffloadMetrics(): Promise<Map<string, number> | undefined> {
-    if (!this.applied) return undefined;
-    return this.observer.refresh(this.applied, this.appliedDevices);
+    const applied = this.programmer.applied;
+    return applied && this.observer.refresh(applied.state, this.programmer.devices);
   }
 
   statusDoc(): StatusDoc {
-    const state = this.applied ?? emptyState();
-    return {
-      version: 1,
+    return statusDoc({
       pid: process.pid,
-      updatedAt: new Date().toISOString(),
-      node: {
-        mode: this.node.flowtable ? 'supported' : 'degraded',
-        detail: this.node.flowtableDetail,
-        conntrackTimeout: { supported: this.node.ctTimeout, detail: this.node.ctTimeoutDetail },
-        conntrackAccounting: this.node.acct,
-        nodeAddresses: this.desired.nodeAddresses.map((a) => a.addr),
-      },
-      table: `${FAMILY} ${TABLE}`,
-      devices: this.appliedDevices,
-      otherFlowtables: this.observer.others.map((f) => ({ ...f, devices: [...f.devices] })),
-      services: servicesStatus(state, this.observer.bypassed),
-      invalid: [...this.invalid].sort(([a], [b]) => a.localeCompare(b)).map(([service, v]) => ({ service, ...v })),
-      lastSync: this.lastSync && this.lastSyncTime
-        ? { at: this.lastSyncTime, kind: this.lastSync.kind, ok: this.lastSync.ok, durationMs: Math.round(this.lastSync.durationMs * 10) / 10, ...(this.lastSync.error ? { error: this.lastSync.error } : {}) }
-        : null,
-    };
+      now: new Date(),
+      support: this.node,
+      nodeAddresses: this.desired.nodeAddresses,
+      applied: this.programmer.applied && { state: this.programmer.applied.state, devices: this.programmer.devices },
+      otherFlowtables: this.observer.others,
+      bypassed: this.observer.bypassed,
+      refused: this.refusals.list(),
+      lastSync: this.lastSync,
+    });
   }
 }

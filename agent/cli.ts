@@ -157,7 +157,7 @@ export async function agentCommand(argv: string[]): Promise<number> {
     const r = await agent.sync();
     await agent.refreshOffloadMetrics().catch(() => undefined);
     await agent.stop({ cleanup: f['cleanup-on-exit'] });
-    logger.info({ ok: r.ok, kind: r.kind, mode: agent.flowtableSupported ? 'supported' : 'degraded' }, 'agent --once done');
+    logger.info({ ok: r.ok, kind: r.kind, mode: agent.statusDoc().node.mode }, 'agent --once done');
     await lock.release();
     return r.ok ? 0 : 1;
   }

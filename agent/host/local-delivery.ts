@@ -17,8 +17,8 @@
  */
 import { z } from 'zod';
 import type { Runner } from '../../lib/exec.ts';
-import { addressKey, parseAddress, type Address } from '../state/address.ts';
-import { offloads, type DesiredState, type Proto } from '../state/desired.ts';
+import { addressKey, parseAddress, type Address, type Proto } from '../state/address.ts';
+import { offloads, type DesiredState } from '../state/desired.ts';
 
 export type BypassReason = 'ipvs' | 'local-address';
 
@@ -40,8 +40,6 @@ export interface LocalView {
   /** addressKey of every address configured on any interface of this node, up or down. */
   readonly local: ReadonlySet<string>;
 }
-
-export const EMPTY_VIEW: LocalView = { ipvs: new Set(), local: new Set() };
 
 const viewKey = (proto: string, a: Address, port: number) => `${proto}|${addressKey(a)}|${port}`;
 

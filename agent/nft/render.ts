@@ -82,7 +82,8 @@
  */
 import type { Address } from '../state/address.ts';
 import type { ChainSpec, Delta, DesiredState, LongElement, Rule } from '../state/desired.ts';
-import { keyToAddress, longOf } from '../state/desired.ts';
+import { longOf } from '../state/desired.ts';
+import { keyToAddress } from '../state/address.ts';
 import { parseElementKey, timeoutObjectName, type ShortChain } from '../state/short-lived.ts';
 import type { TableModel } from './table-model.ts';
 import { add, del, flush, toText, type Hook, type Op, type Transaction } from './transaction.ts';

@@ -1,5 +1,5 @@
 /**
- * The table as data (pure): what `inet flowhint` holds, in one model that three things
+ * The table as data (pure): what `inet flowhint` holds, in one model that two things
  * produce and one comparison reads.
  *
  * - `nft -j list table inet flowhint` (agent/nft/nft.ts parses the listing into it);
@@ -8,8 +8,8 @@
  *   nothing; a missing object, a `goto` to a missing chain, a missing device, a rule naming
  *   a missing set, map, flowtable or timeout fail it; deleting something still referenced
  *   fails it (a chain's own rules go with it); an element re-added with another verdict
- *   fails it ("File exists"). The agent uses it to know what its last transaction left;
- *   the tests' fake nft (test/helpers/fake-nft.ts) is this and a failure switch;
+ *   fails it ("File exists"). drift.ts applies the full rendering of what the agent last
+ *   programmed to an empty table, to know what the kernel should hold; the tests' fake nft (test/helpers/fake-nft.ts) is this and a failure switch;
  * - `tableDiff`, which compares two models by content: the same chains with the same rules
  *   in the same order, the same elements with the same verdicts, the same timeout
  *   policies, the same flowtable devices. Kernel handles and the counting sets' dynamic

@@ -1,8 +1,11 @@
 /**
  * Writing the status file off the sync path. The document lists every programmed Service,
  * so writing it is O(Services): at most one write per interval, in order, and `flush` for
- * stop(). A failed write is reported through `onError` (the agent logs it once).
+ * stop(). A failed write is logged once, until a write succeeds again.
  */
+import type { Logger } from 'pino';
+import type { Conditions } from '../../lib/conditions.ts';
+import { errorMessage } from '../../lib/errors.ts';
 import { writeStatus, type StatusDoc } from './status.ts';
 
 export interface StatusWriterOptions {
@@ -10,8 +13,9 @@ export interface StatusWriterOptions {
   dir: string | undefined;
   intervalMs: number;
   doc: () => StatusDoc;
-  onError: (err: unknown, dir: string) => void;
-  onSuccess?: () => void;
+  log: Logger;
+  /** The agent's conditions: a failing status file is one of them. */
+  conditions: Conditions;
 }
 
 export class StatusWriter {
@@ -42,9 +46,13 @@ export class StatusWriter {
     const dir = this.o.dir;
     if (!dir) return;
     const doc = this.o.doc();
+    const { log, conditions } = this.o;
     this.writes = this.writes.then(() => writeStatus(dir, doc)).then(
-      () => this.o.onSuccess?.(),
-      (err: unknown) => this.o.onError(err, dir),
+      () => void conditions.changed('status-file', 'ok'),
+      (err: unknown) => {
+        if (!conditions.changed('status-file', 'failing')) return;
+        log.warn({ err: errorMessage(err), dir }, 'cannot write status file; `flowhint status` will not see this agent');
+      },
     );
     await this.writes;
   }

@@ -5,11 +5,30 @@
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
+import type { Address } from '../state/address.ts';
 import type { DesiredState } from '../state/desired.ts';
 import { BYPASS_DETAIL, bypassText, type Bypass } from '../host/local-delivery.ts';
-import { OTHER_FLOWTABLE_DETAIL, flowtableText } from '../host/other-flowtables.ts';
+import { OTHER_FLOWTABLE_DETAIL, flowtableText, type Flowtable } from '../host/other-flowtables.ts';
+import type { AcctResult } from '../host/probe.ts';
+import { FAMILY, TABLE } from '../nft/transaction.ts';
 
 export const DEFAULT_STATE_DIR = '/run/flowhint';
+
+const SyncKind = z.enum(['full', 'partial', 'devices']);
+/** A full sync rewrites the table; a partial one the Services that changed; `devices` the flowtable's devices. */
+export type SyncKind = z.infer<typeof SyncKind>;
+
+/** One sync's outcome, as the agent keeps it. */
+export interface SyncResult {
+  readonly kind: SyncKind;
+  readonly ok: boolean;
+  readonly durationMs: number;
+  readonly error?: string;
+  /** Full syncs: whether the table differed from what the last transaction left (drift). */
+  readonly drift?: boolean;
+  /** When it ended (ISO 8601). */
+  readonly at: string;
+}
 
 const ServiceStatus = z.object({
   service: z.string(),
@@ -51,7 +70,7 @@ export const StatusDoc = z.object({
   services: z.array(ServiceStatus),
   invalid: z.array(z.object({ service: z.string(), code: z.string(), reason: z.string() })),
   lastSync: z
-    .object({ at: z.string(), kind: z.enum(['full', 'partial', 'devices']), ok: z.boolean(), durationMs: z.number(), error: z.string().optional() })
+    .object({ at: z.string(), kind: SyncKind, ok: z.boolean(), durationMs: z.number(), error: z.string().optional() })
     .nullable(),
 });
 export type StatusDoc = z.infer<typeof StatusDoc>;
@@ -69,6 +88,51 @@ export function servicesStatus(state: DesiredState, bypassed: ReadonlyMap<string
       nodePorts: e.nodePorts.map((p) => `${p.proto}/${p.port}`),
       ...(bypassed.has(e.key) ? { notOffloaded: [...(bypassed.get(e.key) ?? [])] } : {}),
     }));
+}
+
+/** What the status document is made of; the agent's own state, read when it is written. */
+export interface StatusInput {
+  readonly pid: number;
+  readonly now: Date;
+  /** The node's support (host/node-support.ts). */
+  readonly support: {
+    readonly flowtable: boolean;
+    readonly flowtableDetail: string;
+    readonly ctTimeout: boolean;
+    readonly ctTimeoutDetail: string;
+    readonly acct: AcctResult;
+  };
+  readonly nodeAddresses: readonly Address[];
+  /** What is programmed (none yet: undefined) and the flowtable's devices. */
+  readonly applied: { readonly state: DesiredState; readonly devices: readonly string[] } | undefined;
+  readonly otherFlowtables: readonly Flowtable[];
+  readonly bypassed: ReadonlyMap<string, readonly Bypass[]>;
+  readonly refused: ReadonlyArray<{ service: string; code: string; reason: string }>;
+  readonly lastSync: SyncResult | undefined;
+}
+
+/** The status document (pure). */
+export function statusDoc(s: StatusInput): StatusDoc {
+  const { support, lastSync: ls } = s;
+  const durationMs = ls ? Math.round(ls.durationMs * 10) / 10 : 0;
+  return {
+    version: 1,
+    pid: s.pid,
+    updatedAt: s.now.toISOString(),
+    node: {
+      mode: support.flowtable ? 'supported' : 'degraded',
+      detail: support.flowtableDetail,
+      conntrackTimeout: { supported: support.ctTimeout, detail: support.ctTimeoutDetail },
+      conntrackAccounting: { enabled: support.acct.enabled, detail: support.acct.detail },
+      nodeAddresses: s.nodeAddresses.map((a) => a.addr),
+    },
+    table: `${FAMILY} ${TABLE}`,
+    devices: [...(s.applied?.devices ?? [])],
+    otherFlowtables: s.otherFlowtables.map((f) => ({ ...f, devices: [...f.devices] })),
+    services: s.applied ? servicesStatus(s.applied.state, s.bypassed) : [],
+    invalid: s.refused.map((r) => ({ service: r.service, code: r.code, reason: r.reason })),
+    lastSync: ls ? { at: ls.at, kind: ls.kind, ok: ls.ok, durationMs, ...(ls.error ? { error: ls.error } : {}) } : null,
+  };
 }
 
 export async function writeStatus(dir: string, doc: StatusDoc): Promise<void> {

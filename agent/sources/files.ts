@@ -107,7 +107,6 @@ export interface FileSourceOptions {
   dir: string;
   logger: Logger;
   pollMs?: number;
-  onRejected?: (r: Rejection) => void;
 }
 
 export class FileSource implements Source {
@@ -151,13 +150,14 @@ export class FileSource implements Source {
       this.o.logger.error({ dir: this.o.dir, err: errorMessage(err) }, 'cannot read services-dir; keeping the current Services');
       return;
     }
+    // Rejections that name no refused Service are logged here; the sink hears (and logs) the others.
+    const handedOver = (r: Rejection) => r.key !== undefined && !read.services.has(r.key) && this.sink?.refused !== undefined;
     const nowReported = new Set<string>();
     for (const r of read.rejected) {
       const id = `${r.file}#${r.document}:${r.reason}`;
       nowReported.add(id);
-      if (this.reported.has(id)) continue;
+      if (this.reported.has(id) || handedOver(r)) continue;
       this.o.logger.warn({ file: r.file, document: r.document, service: r.key, code: r.code, reason: r.reason }, 'manifest rejected; not programmed');
-      this.o.onRejected?.(r);
     }
     this.reported = nowReported;
     const events: SourceEvent[] = [];
@@ -176,7 +176,7 @@ export class FileSource implements Source {
     for (const r of read.rejected) {
       if (r.key === undefined || read.services.has(r.key)) continue;
       refusedNow.add(r.key);
-      this.sink?.refused?.(r.key, { code: r.code, reason: r.reason });
+      this.sink?.refused?.(r.key, { code: r.code, reason: r.reason, where: `${r.file}#${r.document}` });
     }
     for (const key of this.refusedKeys) if (!refusedNow.has(key)) this.sink?.refused?.(key, undefined);
     this.refusedKeys = refusedNow;

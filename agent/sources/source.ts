@@ -15,7 +15,7 @@ export interface SourceSink {
    * A Service the source itself refused (the file source validates, having no webhook in
    * front of it); `undefined` code clears an earlier refusal for that key.
    */
-  refused?(key: string, refusal: { code: string; reason: string } | undefined): void;
+  refused?(key: string, refusal: { code: string; reason: string; where?: string } | undefined): void;
 }
 
 export interface Source {

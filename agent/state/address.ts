@@ -33,8 +33,17 @@ export function parseAddress(raw: string): Address | undefined {
   return { family: 'ip6', addr };
 }
 
+/** A transport protocol flowhint programs. */
+export type Proto = 'tcp' | 'udp';
+
+/** The `"family addr"` key of an address in the desired state's maps; `keyToAddress` reads it back. */
 export function addressKey(a: Address): string {
   return `${a.family} ${a.addr}`;
+}
+
+export function keyToAddress(key: string): Address {
+  const [family, addr] = key.split(' ') as [Family, string];
+  return { family, addr };
 }
 
 /** 16 hex characters of SHA-256: the only form in which names reach nft text. */

@@ -16,11 +16,10 @@
  * cost of a sync follows the change, not the number of Services.
  */
 import { HINTS, effectiveThreshold, effectiveTimeout, isOffloadable, portProtocol, type EffectiveHint, type TrafficHint } from '../../api/index.ts';
-import { addressKey, parseAddress, shortHash, type Address } from './address.ts';
+import { addressKey, keyToAddress, parseAddress, shortHash, type Address, type Proto } from './address.ts';
 import { PMap, diffRefs, moveRef, pendingSet } from './pmap.ts';
 import { asUpdates, diffShort, emptyShort, moveElements, relinkShort, shortElements, type ShortDelta, type ShortState } from './short-lived.ts';
 
-export type Proto = 'tcp' | 'udp';
 
 export interface PortMatch {
   readonly proto: Proto;
@@ -242,13 +241,7 @@ export function rulesFor(state: DesiredState, key: string): AddressRules | undef
     if (!have || r.threshold < have.threshold) best.set(k, r);
   }
   const sorted = [...best.values()].sort((a, b) => a.proto.localeCompare(b.proto) || a.port - b.port);
-  const [family, addr] = key.split(' ') as [Address['family'], string];
-  return { address: { family, addr }, rules: sorted };
-}
-
-export function keyToAddress(key: string): Address {
-  const [family, addr] = key.split(' ') as [Address['family'], string];
-  return { family, addr };
+  return { address: keyToAddress(key), rules: sorted };
 }
 
 export interface Delta extends ShortDelta {

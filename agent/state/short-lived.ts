@@ -1,6 +1,6 @@
 /**
- * The `ShortLived` part of the desired state (pure): which new connections get a short
- * conntrack timeout policy, and which.
+ * The `ShortLived` part of the desired state (pure): which new connections get a shorter
+ * conntrack timeout policy, and how many seconds it holds.
  *
  * A ShortLived Service contributes one element per (address, protocol, port): each of its
  * Service addresses with each port, and each node address with each NodePort. An element
@@ -17,10 +17,9 @@
  * Like the offload chains (desired.ts), everything is updated for the elements a change
  * touches only, so a sync costs O(change).
  */
-import { addressKey, shortHash, type Address } from './address.ts';
+import { addressKey, keyToAddress, shortHash, type Address, type Proto } from './address.ts';
 import { PMap, diffRefs, moveRef, pendingSet } from './pmap.ts';
 
-export type Proto = 'tcp' | 'udp';
 
 export interface ShortChain {
   readonly family: Address['family'];
@@ -59,8 +58,7 @@ export function elementKey(a: Address, proto: Proto, port: number): string {
 
 export function parseElementKey(key: string): { address: Address; proto: Proto; port: number } {
   const [addr, proto, port] = key.split('|') as [string, Proto, string];
-  const [family, text] = addr.split(' ') as [Address['family'], string];
-  return { address: { family, addr: text }, proto, port: Number(port) };
+  return { address: keyToAddress(addr), proto, port: Number(port) };
 }
 
 /** The elements a ShortLived entry targets with these node addresses (none for other hints). */

@@ -56,7 +56,6 @@ t.test('degraded on this kernel, as designed: says so, programs counters and cha
   const r = await agent.sync();
   t.ok(r.ok, r.error ?? 'ok');
   t.equal(r.kind, 'full');
-  t.equal(agent.flowtableSupported, false);
   const doc = agent.statusDoc();
   t.equal(doc.node.mode, 'degraded');
   t.match(doc.node.detail, /kernel has no flowtable support/);
@@ -247,7 +246,7 @@ t.test('ShortLived: timeout objects and elements in the real kernel; switched to
   writeFileSync(join(dir, 'dns.yaml'), short());
   const { agent, source } = make();
   await agent.prepare();
-  t.equal(agent.ctTimeoutSupported, true, 'this kernel has ct timeout objects');
+  t.equal(agent.statusDoc().node.conntrackTimeout?.supported, true, 'this kernel has ct timeout objects');
   t.ok((await agent.sync()).ok);
   let text = list(ns);
   // Expected from the manifest: TCP 80 and UDP 53 on the ClusterIP, UDP NodePort 30053 on the node address, 5 s.

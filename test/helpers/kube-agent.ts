@@ -126,7 +126,7 @@ export async function runOutage(t: { teardown: (fn: () => Promise<void> | void) 
   k.api.apply(apiService({ name: 'l', clusterIPs: ['10.96.1.2'], ports: [{ port: 8080 }] }));
   k.api.apply(apiService({ name: 'm', clusterIPs: ['10.96.1.3'], ports: [{ port: 443 }] }));
   if (mode === 'refused') k.api.compact();
-  const syncBefore = k.agent.lastSyncTime;
+  const syncBefore = k.agent.lastSync?.at;
   const syncTimes = new Set<string>();
   let samples = 0;
   let differing = 0;
@@ -135,7 +135,7 @@ export async function runOutage(t: { teardown: (fn: () => Promise<void> | void) 
     await sleep(Math.min(5000, Math.max(0, end - Date.now())));
     samples += 1;
     if (k.table() !== before) differing += 1;
-    if (k.agent.lastSyncTime && k.agent.lastSyncTime !== syncBefore) syncTimes.add(k.agent.lastSyncTime);
+    if (k.agent.lastSync?.at && k.agent.lastSync?.at !== syncBefore) syncTimes.add(k.agent.lastSync?.at);
   }
   const restartsDuring = k.restarts() - restarts0;
   const watchRequestsDuring = watches() - watches0;

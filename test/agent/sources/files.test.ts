@@ -94,3 +94,28 @@ t.test('an unreadable directory keeps the current Services', async (t) => {
   t.same([...state.keys()], ['demo/a'], 'not an empty directory: nothing removed');
   await source.stop();
 });
+
+t.test('an agent on the file source: a refused manifest is logged once, naming the file and the Service', async (t) => {
+  const { Agent } = await import('../../../agent/agent.ts');
+  const { createAgentMetrics } = await import('../../../agent/report/metrics.ts');
+  const { FakeNft, fakeHost } = await import('../../helpers/fake-nft.ts');
+  const { capturedLogs } = await import('../../helpers/logs.ts');
+  const dir = mkdtempSync(join(tmpdir(), 'fh-files-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  writeFileSync(join(dir, 'svc.yaml'), [doc('good', 'LongLived', '10.96.0.11'), doc('bad', 'Turbo')].join('---\n'));
+  writeFileSync(join(dir, 'junk.yaml'), 'a: [');
+  const nft = new FakeNft();
+  const { logger, lines } = capturedLogs();
+  const source = new FileSource({ dir, logger, pollMs: 20 });
+  const agent = new Agent({ run: fakeHost(nft), nft, source, logger, metrics: createAgentMetrics({ defaultMetrics: false }), defaultThreshold: 20, devices: {}, counter: true });
+  await agent.prepare();
+  t.ok((await agent.sync()).ok);
+  await source.rescan();
+  await source.rescan();
+  const about = (what: string) => lines.filter((l) => JSON.stringify(l).includes(what));
+  t.equal(about('demo/bad').length, 1, 'one line for the refused Service');
+  t.match(about('demo/bad')[0], { service: 'demo/bad', code: 'FH_HINT_UNSUPPORTED', where: 'svc.yaml#1' });
+  t.equal(about('junk.yaml').length, 1, 'one line for a file that names no Service');
+  t.same(agent.statusDoc().invalid.map((i) => i.service), ['demo/bad']);
+  await agent.stop();
+});

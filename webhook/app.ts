@@ -3,11 +3,12 @@
  * line per decision. Decisions themselves are made by review.ts.
  */
 import { STATUS_CODES } from 'node:http';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { BadReviewError, mutate, parseReview, validate, type Decision } from './review.ts';
 import { createWebhookMetrics, operationLabel, type WebhookMetrics } from './metrics.ts';
 import { silentLogger } from '../lib/log.ts';
+import type { ErrorCode } from '../lib/errors.ts';
 
 /**
  * 4 MiB. An AdmissionReview for UPDATE carries two Services (object and oldObject); each is
@@ -33,32 +34,36 @@ export interface BuildAppOptions {
 
 interface ErrorBody {
   statusCode: number;
-  code: string;
+  code: ErrorCode;
   error: string;
   message: string;
 }
 
-function errorBody(statusCode: number, code: string, message: string): ErrorBody {
+function errorBody(statusCode: number, code: ErrorCode, message: string): ErrorBody {
   return { statusCode, code, error: STATUS_CODES[statusCode] ?? 'Error', message };
 }
+
+/**
+ * fastify's own error codes in the catalogue's (after fastify's AVVIO_ERRORS_MAP): clients
+ * and metrics see only catalogue codes; the log keeps fastify's code too.
+ */
+const FASTIFY_ERRORS: Readonly<Record<string, readonly [status: number, code: ErrorCode, message: string]>> = {
+  FST_ERR_CTP_BODY_TOO_LARGE: [413, 'FH_BODY_TOO_LARGE', 'request body exceeds the limit; AdmissionReviews of two Services fit well within it'],
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: [400, 'FH_NOT_JSON', 'content-type must be application/json'],
+  FST_ERR_CTP_EMPTY_JSON_BODY: [400, 'FH_MALFORMED_JSON', 'request body is not valid JSON'],
+  FST_ERR_CTP_INVALID_JSON_BODY: [400, 'FH_MALFORMED_JSON', 'request body is not valid JSON'],
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: [400, 'FH_BAD_REQUEST', 'request body size does not match Content-Length'],
+  FST_ERR_BAD_URL: [400, 'FH_BAD_REQUEST', 'the URL is not valid; use POST /mutate or POST /validate'],
+};
 
 /** Map transport errors onto the webhook's contract: 400 for anything malformed, 413 too large. */
 function mapError(err: FastifyError | BadReviewError): ErrorBody {
   if (err instanceof BadReviewError) return errorBody(400, err.code, err.message);
-  switch (err.code) {
-    case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return errorBody(413, 'FH_BODY_TOO_LARGE', `request body exceeds the limit; AdmissionReviews of two Services fit well within it`);
-    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return errorBody(400, 'FH_NOT_JSON', 'content-type must be application/json');
-    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
-    case 'FST_ERR_CTP_INVALID_JSON_BODY':
-      return errorBody(400, 'FH_MALFORMED_JSON', 'request body is not valid JSON');
-    default: {
-      const status = err.statusCode ?? 500;
-      if (status >= 400 && status < 500) return errorBody(status, err.code ?? 'FH_BAD_REQUEST', err.message);
-      return errorBody(500, 'FH_INTERNAL', 'internal error; see the webhook log');
-    }
-  }
+  const known = FASTIFY_ERRORS[err.code];
+  if (known) return errorBody(...known);
+  const status = err.statusCode ?? 500;
+  if (status >= 400 && status < 500) return errorBody(status, 'FH_BAD_REQUEST', err.message);
+  return errorBody(500, 'FH_INTERNAL', 'internal error; see the webhook log');
 }
 
 export function buildApp(options: BuildAppOptions = {}): FastifyInstance {
@@ -66,6 +71,14 @@ export function buildApp(options: BuildAppOptions = {}): FastifyInstance {
   const metrics = options.metrics ?? createWebhookMetrics({ defaultMetrics: false });
   const isReady = options.isReady ?? (() => true);
   const tls = options.tls;
+  const sendError = (err: FastifyError, req: FastifyRequest, reply: FastifyReply) => {
+    const body = mapError(err);
+    metrics.badRequests.inc({ code: body.code });
+    const fastifyCode = err.code;
+    if (body.statusCode >= 500) req.log.error({ err, url: req.url, fastifyCode }, 'webhook request failed');
+    else req.log.warn({ code: body.code, fastifyCode, url: req.url, message: body.message }, 'bad webhook request');
+    void reply.code(body.statusCode).send(body);
+  };
   const app = Fastify({
     loggerInstance: log as FastifyBaseLogger,
     // One line per admission decision (below), not fastify's two per request.
@@ -75,6 +88,8 @@ export function buildApp(options: BuildAppOptions = {}): FastifyInstance {
     requestTimeout: 10_000,
     keepAliveTimeout: 30_000,
     return503OnClosing: true,
+    // A URL fastify cannot decode goes through the same mapping as every other error.
+    frameworkErrors: (err, req, reply) => sendError(err, req, reply),
     ...(tls
       ? {
           https: {
@@ -95,13 +110,7 @@ export function buildApp(options: BuildAppOptions = {}): FastifyInstance {
   // AdmissionReviews are JSON; fastify's default text/plain parser would accept anything else.
   app.removeContentTypeParser('text/plain');
 
-  app.setErrorHandler((err: FastifyError, req, reply) => {
-    const body = mapError(err);
-    metrics.badRequests.inc({ code: body.code });
-    if (body.statusCode >= 500) req.log.error({ err, url: req.url }, 'webhook request failed');
-    else req.log.warn({ code: body.code, url: req.url, message: body.message }, 'bad webhook request');
-    reply.code(body.statusCode).send(body);
-  });
+  app.setErrorHandler((err: FastifyError, req, reply) => sendError(err, req, reply));
   app.setNotFoundHandler((req, reply) => {
     reply.code(404).send(errorBody(404, 'FH_NOT_FOUND', `no route ${req.method} ${req.url}; use POST /mutate or POST /validate`));
   });

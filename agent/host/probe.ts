@@ -5,14 +5,17 @@
  */
 import type { Runner } from '../../lib/exec.ts';
 import type { Nft } from '../nft/nft.ts';
+import { add, type Transaction } from '../nft/transaction.ts';
 
-const PROBE = [
-  'add table inet flowhint_probe',
-  'add flowtable inet flowhint_probe p { hook ingress priority filter; }',
-  'add chain inet flowhint_probe c { type filter hook forward priority filter; }',
-  'add rule inet flowhint_probe c meta l4proto tcp ct packets > 1 flow add @p',
-  '',
-].join('\n');
+/** The throwaway table the probes validate (never committed). */
+const PROBE_TABLE = 'flowhint_probe';
+
+const PROBE: Transaction = [
+  add({ type: 'table' }),
+  add({ type: 'flowtable', name: 'p' }),
+  add({ type: 'chain', name: 'c', base: { hook: 'forward', priority: 0 } }),
+  add({ type: 'rule', chain: 'c', rule: 'meta l4proto tcp ct packets > 1 flow add @p' }),
+];
 
 export interface ProbeResult {
   supported: boolean;
@@ -21,13 +24,12 @@ export interface ProbeResult {
 }
 
 /** The same, for ShortLived: a `ct timeout` object and a rule that sets it (nft_ct's timeout support). */
-const CT_TIMEOUT_PROBE = [
-  'add table inet flowhint_probe',
-  'add ct timeout inet flowhint_probe t { protocol udp; l3proto ip; policy = { unreplied : 5, replied : 5 }; }',
-  'add chain inet flowhint_probe c { type filter hook prerouting priority -150; }',
-  'add rule inet flowhint_probe c ct state new ct timeout set "t"',
-  '',
-].join('\n');
+const CT_TIMEOUT_PROBE: Transaction = [
+  add({ type: 'table' }),
+  add({ type: 'ct timeout', name: 't', spec: { protocol: 'udp', l3proto: 'ip', policy: { unreplied: 5, replied: 5 } } }),
+  add({ type: 'chain', name: 'c', base: { hook: 'prerouting', priority: -150 } }),
+  add({ type: 'rule', chain: 'c', rule: 'ct state new ct timeout set "t"' }),
+];
 
 export async function probeFlowtable(nft: Nft): Promise<ProbeResult> {
   return probe(nft, PROBE);
@@ -37,9 +39,10 @@ export async function probeCtTimeout(nft: Nft): Promise<ProbeResult> {
   return probe(nft, CT_TIMEOUT_PROBE);
 }
 
-async function probe(nft: Nft, transaction: string): Promise<ProbeResult> {
-  const r = await nft.check(transaction);
+async function probe(nft: Nft, transaction: Transaction): Promise<ProbeResult> {
+  const r = await nft.check(transaction, PROBE_TABLE);
   if (r.ok) return { supported: true, reason: '' };
+  if (r.failure === 'missing-binary') return { supported: false, reason: 'the nft binary is not installed' };
   const first = r.stderr.split('\n').find((l) => l.includes('Error')) ?? r.stderr.trim();
   return { supported: false, reason: first.replace(/^.*Error: /, '') || 'nft -c failed' };
 }

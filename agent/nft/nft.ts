@@ -4,17 +4,37 @@
  */
 import { z } from 'zod';
 import type { Runner } from '../../lib/exec.ts';
-import { FlowhintError, type ErrorCode } from '../../lib/errors.ts';
+import { FlowhintError } from '../../lib/errors.ts';
 import type { MapModel, SetModel, TableModel } from './table-model.ts';
 import { FAMILY, TABLE, toText, type Hook, type TimeoutSpec, type Transaction } from './transaction.ts';
 
+/**
+ * Why nft failed, classified once from its exit status and its own words (as knftables'
+ * IsNotFound / IsAlreadyExists): the object is missing, already exists, is in use (busy),
+ * the nft binary is missing, or anything else.
+ */
+export type NftFailure = 'not-found' | 'exists' | 'busy' | 'missing-binary' | 'other';
+
+export function classifyNft(exitCode: number, stderr: string): NftFailure {
+  if (exitCode === 127) return 'missing-binary';
+  if (/No such file or directory/.test(stderr)) return 'not-found';
+  if (/File exists/.test(stderr)) return 'exists';
+  if (/Device or resource busy/.test(stderr)) return 'busy';
+  return 'other';
+}
+
 export class NftError extends FlowhintError {
   readonly stderr: string;
-  constructor(code: Extract<ErrorCode, 'FH_NFT_MISSING' | 'FH_NFT_FAILED'>, message: string, stderr: string) {
-    super(code, message);
+  readonly failure: NftFailure;
+  constructor(failure: NftFailure, message: string, stderr: string) {
+    super(failure === 'missing-binary' ? 'FH_NFT_MISSING' : 'FH_NFT_FAILED', message);
     this.stderr = stderr;
+    this.failure = failure;
   }
 }
+
+/** What `nft -c` said of a transaction: valid, or why not. */
+export type CheckResult = { readonly ok: true } | { readonly ok: false; readonly failure: NftFailure; readonly stderr: string };
 
 const Named = z.looseObject({ name: z.string(), table: z.string().optional(), family: z.string().optional() });
 /** A flowtable as `nft -j` prints it (its table's own listing, or `list flowtables`). */
@@ -138,8 +158,8 @@ export function parseListing(json: string): TableModel {
 export interface Nft {
   /** Apply one transaction atomically; throws NftError with nft's message on failure. */
   apply(transaction: Transaction): Promise<void>;
-  /** Validate a transaction in the kernel without committing it (`nft -c`). */
-  check(transaction: string): Promise<{ ok: boolean; stderr: string }>;
+  /** Validate a transaction in the kernel without committing it (`nft -c`), on `table` (default: ours). */
+  check(transaction: Transaction, table?: string): Promise<CheckResult>;
   /** The table as it is now (its model), or `undefined` if it does not exist. */
   read(): Promise<TableModel | undefined>;
   /** `nft list table inet flowhint`, for people. */
@@ -153,18 +173,19 @@ export function makeNft(run: Runner, nftBinary = 'nft'): Nft {
       const r = await run([nftBinary, '-f', '-'], { stdin: toText(transaction) });
       if (r.code !== 0) {
         const first = r.stderr.split('\n').find((l) => l.trim().length > 0) ?? `exit ${r.code}`;
-        throw new NftError(r.code === 127 ? 'FH_NFT_MISSING' : 'FH_NFT_FAILED', `nft transaction failed: ${first}`, r.stderr);
+        throw new NftError(classifyNft(r.code, r.stderr), `nft transaction failed: ${first}`, r.stderr);
       }
     },
-    async check(transaction) {
-      const r = await run([nftBinary, '-c', '-f', '-'], { stdin: transaction });
-      return { ok: r.code === 0, stderr: r.stderr };
+    async check(transaction, table) {
+      const r = await run([nftBinary, '-c', '-f', '-'], { stdin: toText(transaction, table) });
+      return r.code === 0 ? { ok: true } : { ok: false, failure: classifyNft(r.code, r.stderr), stderr: r.stderr };
     },
     async read() {
       const r = await run([nftBinary, '-j', 'list', 'table', FAMILY, TABLE]);
       if (r.code !== 0) {
-        if (/No such file or directory/.test(r.stderr)) return undefined;
-        throw new NftError(r.code === 127 ? 'FH_NFT_MISSING' : 'FH_NFT_FAILED', `cannot list table ${FAMILY} ${TABLE}: ${r.stderr.trim()}`, r.stderr);
+        const failure = classifyNft(r.code, r.stderr);
+        if (failure === 'not-found') return undefined;
+        throw new NftError(failure, `cannot list table ${FAMILY} ${TABLE}: ${r.stderr.trim()}`, r.stderr);
       }
       return parseListing(r.stdout);
     },

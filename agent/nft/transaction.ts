@@ -55,7 +55,6 @@ export type Transaction = readonly Op[];
 
 export const FAMILY = 'inet';
 export const TABLE = 'flowhint';
-const T = `${FAMILY} ${TABLE}`;
 
 export const add = (obj: Obj): Op => ({ verb: 'add', obj });
 export const flush = (obj: Obj): Op => ({ verb: 'flush', obj });
@@ -81,7 +80,8 @@ function need<V>(v: V | undefined, o: Obj): V {
   return v;
 }
 
-function objText(op: Op): string {
+function objText(op: Op, table: string): string {
+  const T = `${FAMILY} ${table}`;
   const o = op.obj;
   switch (o.type) {
     case 'table':
@@ -112,11 +112,14 @@ function objText(op: Op): string {
 }
 
 /** One operation as one line of `nft -f` input. */
-export function opText(op: Op): string {
-  return `${op.verb} ${objText(op)}`;
+export function opText(op: Op, table: string = TABLE): string {
+  return `${op.verb} ${objText(op, table)}`;
 }
 
-/** The transaction as `nft -f -` input: one line per operation; empty for no operations. */
-export function toText(tx: Transaction): string {
-  return tx.length === 0 ? '' : `${tx.map(opText).join('\n')}\n`;
+/**
+ * The transaction as `nft -f -` input: one line per operation; empty for no operations.
+ * `table` other than ours is for the kernel probes only (`nft -c` of a throwaway table).
+ */
+export function toText(tx: Transaction, table: string = TABLE): string {
+  return tx.length === 0 ? '' : `${tx.map((op) => opText(op, table)).join('\n')}\n`;
 }

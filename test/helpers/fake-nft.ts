@@ -9,8 +9,7 @@
  * With it, a fake Runner for the host commands the agent runs (ip link and addr, sysctl,
  * conntrack, ipvsadm, nft list flowtables): devices can vanish and appear.
  */
-import type { Nft } from '../../agent/nft/nft.ts';
-import { NftError } from '../../agent/nft/nft.ts';
+import { NftError, classifyNft, type CheckResult, type Nft } from '../../agent/nft/nft.ts';
 import { applyTransaction, type TableModel } from '../../agent/nft/table-model.ts';
 import { toText, type Transaction } from '../../agent/nft/transaction.ts';
 import type { ExecResult, Runner } from '../../lib/exec.ts';
@@ -50,20 +49,22 @@ export class FakeNft implements Nft {
     this.beforeApply?.(tx);
     if (this.failures > 0) {
       this.failures -= 1;
-      throw new NftError('FH_NFT_FAILED', 'nft transaction failed: Error: injected failure', 'Error: injected failure\n');
+      throw new NftError('other', 'nft transaction failed: Error: injected failure', 'Error: injected failure\n');
     }
     try {
       this.table = applyTransaction(this.table, tx, { devices: this.devices });
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
-      throw new NftError('FH_NFT_FAILED', `nft transaction failed: ${message}`, `${message}\n${toText(tx)}`);
+      throw new NftError(classifyNft(1, message), `nft transaction failed: ${message}`, `${message}\n${toText(tx)}`);
     }
   }
 
-  async check(transaction: string): Promise<{ ok: boolean; stderr: string }> {
-    if (/add flowtable/.test(transaction) && !this.flowtableSupported) return { ok: false, stderr: 'Error: Could not process rule: No such file or directory\n' };
-    if (/ct timeout/.test(transaction) && !this.ctTimeoutSupported) return { ok: false, stderr: 'Error: Could not process rule: No such file or directory\n' };
-    return { ok: true, stderr: '' };
+  async check(transaction: Transaction): Promise<CheckResult> {
+    const stderr = 'Error: Could not process rule: No such file or directory\n';
+    const has = (type: string) => transaction.some((op) => op.verb === 'add' && op.obj.type === type);
+    if (has('flowtable') && !this.flowtableSupported) return { ok: false, failure: 'not-found', stderr };
+    if (has('ct timeout') && !this.ctTimeoutSupported) return { ok: false, failure: 'not-found', stderr };
+    return { ok: true };
   }
 
   async read() {

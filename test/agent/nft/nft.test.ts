@@ -1,0 +1,63 @@
+/**
+ * The nft runner against a scripted Runner: what it sends nft, and how it reads nft's
+ * failures (nft 1.0.6's own words). test/agent/netns.test.ts runs it against real nft.
+ */
+import t from 'tap';
+import { classifyNft, makeNft, NftError } from '../../../agent/nft/nft.ts';
+import { probeCtTimeout, probeFlowtable } from '../../../agent/host/probe.ts';
+import { add } from '../../../agent/nft/transaction.ts';
+import type { ExecResult, Runner } from '../../../lib/exec.ts';
+
+function scripted(answer: (argv: readonly string[], stdin: string) => Partial<ExecResult>) {
+  const calls: Array<{ argv: readonly string[]; stdin: string }> = [];
+  const run: Runner = async (argv, opts) => {
+    const stdin = opts?.stdin ?? '';
+    calls.push({ argv, stdin });
+    return { code: 0, stdout: '', stderr: '', ...answer(argv, stdin) };
+  };
+  return { run, calls };
+}
+
+t.test('nft failures classified once, from nft 1.0.6 messages', async (t) => {
+  t.equal(classifyNft(1, 'Error: Could not process rule: No such file or directory\nadd rule inet flowhint x\n'), 'not-found');
+  t.equal(classifyNft(1, 'Error: No such file or directory; did you mean table ‘flowhint’ in family inet?\n'), 'not-found');
+  t.equal(classifyNft(1, 'Error: Could not process rule: File exists\n'), 'exists');
+  t.equal(classifyNft(1, 'Error: Could not process rule: Device or resource busy\n'), 'busy');
+  t.equal(classifyNft(1, 'Error: syntax error, unexpected newline\n'), 'other');
+  t.equal(classifyNft(127, 'spawn nft ENOENT'), 'missing-binary', 'exit 127: no binary, whatever it says');
+});
+
+t.test('read: a missing table is undefined; any other failure throws with its class', async (t) => {
+  const missing = makeNft(scripted(() => ({ code: 1, stderr: 'Error: No such file or directory\n' })).run);
+  t.equal(await missing.read(), undefined);
+  const busy = makeNft(scripted(() => ({ code: 1, stderr: 'Error: Could not process rule: Device or resource busy\n' })).run);
+  const err = await busy.read().catch((e: unknown) => e);
+  t.ok(err instanceof NftError);
+  t.match(err, { failure: 'busy', code: 'FH_NFT_FAILED' });
+  const none = makeNft(scripted(() => ({ code: 127, stderr: '' })).run);
+  t.match(await none.apply([add({ type: 'table' })]).catch((e: unknown) => e), { failure: 'missing-binary', code: 'FH_NFT_MISSING' });
+});
+
+t.test('check takes a transaction and validates it with nft -c, on the table it names', async (t) => {
+  const s = scripted(() => ({ code: 1, stderr: 'Error: Could not process rule: File exists\n' }));
+  const r = await makeNft(s.run).check([add({ type: 'table' }), add({ type: 'chain', name: 'c' })], 'scratch');
+  t.same(s.calls[0]?.argv, ['nft', '-c', '-f', '-']);
+  t.equal(s.calls[0]?.stdin, 'add table inet scratch\nadd chain inet scratch c\n');
+  t.same(r, { ok: false, failure: 'exists', stderr: 'Error: Could not process rule: File exists\n' });
+});
+
+t.test('the kernel probes: a throwaway table, never ours; nft words as the reason', async (t) => {
+  const s = scripted((_argv, stdin) => (stdin.includes('flowtable') ? { code: 1, stderr: 'Error: Could not process rule: No such file or directory\nadd flowtable inet flowhint_probe p\n' } : {}));
+  const nft = makeNft(s.run);
+  t.same(await probeFlowtable(nft), { supported: false, reason: 'Could not process rule: No such file or directory' });
+  t.same(await probeCtTimeout(nft), { supported: true, reason: '' });
+  for (const c of s.calls) {
+    t.same(c.argv.slice(0, 2), ['nft', '-c'], 'only ever nft -c');
+    t.notOk(/inet flowhint /.test(c.stdin), 'never the agent table');
+  }
+  t.match(s.calls[0]?.stdin, /add flowtable inet flowhint_probe p \{ hook ingress priority filter; \}\n/);
+  t.match(s.calls[0]?.stdin, /add rule inet flowhint_probe c meta l4proto tcp ct packets > 1 flow add @p\n/);
+  t.match(s.calls[1]?.stdin, /add ct timeout inet flowhint_probe t \{ protocol udp; l3proto ip; policy = \{ unreplied : 5, replied : 5 \}; \}\n/);
+  const none = makeNft(scripted(() => ({ code: 127, stderr: '' })).run);
+  t.same(await probeFlowtable(none), { supported: false, reason: 'the nft binary is not installed' });
+});

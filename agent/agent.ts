@@ -161,7 +161,10 @@ export class Agent {
 
   /** A refusal (by the reader or the source), or `undefined`: the refusal no longer holds. */
   private onRefused(key: string, refusal: Refusal | undefined): void {
-    if (!refusal) return this.refusals.clear(key);
+    if (!refusal) {
+      this.refusals.clear(key);
+      return;
+    }
     if (!this.refusals.refuse(key, refusal)) return;
     this.o.metrics.invalidHints.inc({ code: refusal.code });
     const { code, reason, where } = refusal;

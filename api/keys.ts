@@ -74,7 +74,7 @@ const UNIT_SECONDS = { s: 1, m: 60, h: 3600 } as const;
 export function canonicalTimeout(value: string): string {
   const m = /^0*([0-9]+)\s*([smhSMH])$/.exec(value.trim());
   if (!m) return value.trim();
-  return `${m[1]}${m[2]!.toLowerCase()}`;
+  return `${m[1] ?? ''}${(m[2] ?? '').toLowerCase()}`;
 }
 
 /** Seconds of a canonical, in-range duration; `undefined` for anything else. */

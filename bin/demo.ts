@@ -18,6 +18,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import fjp from 'fast-json-patch';
 import { loadAll } from 'js-yaml';
+import { z } from 'zod';
 import { readHint } from '../api/index.ts';
 import { Agent } from '../agent/agent.ts';
 import { buildDesired, serviceEntry } from '../agent/state/desired.ts';
@@ -50,7 +51,18 @@ async function ensureCerts(): Promise<void> {
   say(`dev certificates written to ${CERTS}`);
 }
 
-function post(url: string, path: string, body: unknown, agent: HttpsAgent): Promise<any> {
+/** The part of an AdmissionReview answer the demo prints. */
+const Answer = z.object({
+  response: z.object({
+    allowed: z.boolean(),
+    patch: z.string().optional(),
+    warnings: z.array(z.string()).optional(),
+    status: z.object({ message: z.string() }).optional(),
+  }),
+});
+const Named = z.looseObject({ metadata: z.looseObject({ name: z.string().optional(), namespace: z.string().optional() }).optional() });
+
+function post(url: string, path: string, body: unknown, agent: HttpsAgent): Promise<z.infer<typeof Answer>> {
   return new Promise((resolvePost, reject) => {
     const data = JSON.stringify(body);
     const req = request(new URL(path, url), { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) } }, (res) => {
@@ -58,9 +70,9 @@ function post(url: string, path: string, body: unknown, agent: HttpsAgent): Prom
       res.on('data', (c: Buffer) => (text += c.toString()));
       res.on('end', () => {
         try {
-          resolvePost(JSON.parse(text));
+          resolvePost(Answer.parse(JSON.parse(text)));
         } catch (err) {
-          reject(err);
+          reject(err instanceof Error ? err : new Error(String(err)));
         }
       });
     });
@@ -69,7 +81,8 @@ function post(url: string, path: string, body: unknown, agent: HttpsAgent): Prom
   });
 }
 
-function review(object: Record<string, any>, uid: string) {
+function review(object: unknown, uid: string) {
+  const meta = Named.parse(object).metadata;
   return {
     apiVersion: 'admission.k8s.io/v1',
     kind: 'AdmissionReview',
@@ -77,8 +90,8 @@ function review(object: Record<string, any>, uid: string) {
       uid,
       kind: { group: '', version: 'v1', kind: 'Service' },
       resource: { group: '', version: 'v1', resource: 'services' },
-      name: object.metadata?.name,
-      namespace: object.metadata?.namespace,
+      name: meta?.name,
+      namespace: meta?.namespace,
       operation: 'CREATE',
       userInfo: { username: 'demo' },
       object,
@@ -96,16 +109,18 @@ async function admitExamples(url: string, ca: string): Promise<Record<string, un
     say(`\n== admission: manifests/examples through the webhook at ${url}`);
     let n = 0;
     for (const file of (await readdir(EXAMPLES)).filter((f) => /\.ya?ml$/.test(f)).sort()) {
-      for (const doc of loadAll(await readFile(join(EXAMPLES, file), 'utf8')) as Record<string, any>[]) {
-        if (!doc) continue;
-        const key = `${doc.metadata?.namespace ?? 'default'}/${doc.metadata?.name}`;
+      for (const doc of loadAll(await readFile(join(EXAMPLES, file), 'utf8'))) {
+        const parsed = Named.safeParse(doc);
+        if (!parsed.success) continue;
+        const meta = parsed.data.metadata;
+        const key = `${meta?.namespace ?? 'default'}/${meta?.name ?? ''}`;
         const m = (await post(url, '/mutate', review(doc, `demo-${++n}`), agent)).response;
         const patch = m.patch ? (JSON.parse(Buffer.from(m.patch, 'base64').toString()) as fjp.Operation[]) : [];
-        const object = fjp.applyPatch(structuredClone(doc), patch, true, false).newDocument;
+        const object = fjp.applyPatch(structuredClone(parsed.data), patch, true, false).newDocument;
         const v = (await post(url, '/validate', review(object, `demo-${++n}`), agent)).response;
         const warnings = [...(m.warnings ?? []), ...(v.warnings ?? [])];
         if (!v.allowed) {
-          say(`REJECTED  ${key.padEnd(24)} ${file}\n          ${v.status.message}`);
+          say(`REJECTED  ${key.padEnd(24)} ${file}\n          ${v.status?.message ?? ''}`);
           continue;
         }
         const verdict = patch.length > 0 ? 'PATCHED ' : warnings.length > 0 ? 'WARNED  ' : 'ALLOWED ';

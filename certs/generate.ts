@@ -39,7 +39,7 @@ export interface GenerateOptions {
 }
 
 async function exportKey(key: CryptoKey): Promise<string> {
-  const der = await webcrypto.subtle.exportKey('pkcs8', key as webcrypto.CryptoKey);
+  const der = await webcrypto.subtle.exportKey('pkcs8', key);
   return x509.PemConverter.encode(der, 'PRIVATE KEY');
 }
 

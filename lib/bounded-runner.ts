@@ -79,6 +79,7 @@ export class BoundedRunner {
       this.schedule(this.o.backoff.next());
     } else {
       this.o.backoff.succeeded();
+      // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- request() may have set it while run() was awaited.
       if (this.requested) this.schedule();
     }
   }

@@ -27,7 +27,7 @@ function toCel(v: unknown): unknown {
 
 function cel(expr: string, vars: Record<string, unknown>): boolean {
   const r = run(expr, vars as never);
-  if (typeof r !== 'boolean') throw new Error(`${expr} gave ${String(r)}`);
+  if (typeof r !== 'boolean') throw new Error(`${expr} gave ${JSON.stringify(r)}`);
   return r;
 }
 

@@ -80,6 +80,7 @@ export function buildApp(options: BuildAppOptions = {}): FastifyInstance {
     void reply.code(body.statusCode).send(body);
   };
   const app = Fastify({
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-assertion -- it picks fastify's logger type parameter, which the returned instance's type needs.
     loggerInstance: log as FastifyBaseLogger,
     // One line per admission decision (below), not fastify's two per request.
     logController: new LogController({ disableRequestLogging: true }),

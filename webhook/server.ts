@@ -46,6 +46,7 @@ export async function startWebhook(o: WebhookServerOptions): Promise<RunningWebh
     keyFile: o.keyFile,
     logger: o.logger,
     ...(o.certPollMs === undefined ? {} : { pollMs: o.certPollMs }),
+    // eslint-disable-next-line @typescript-eslint/no-unsafe-class-instance-assignment -- buildApp serves HTTPS when given TLS material; fastify's type says http.Server.
     apply: (m) => (app.server as import('node:https').Server).setSecureContext({ cert: m.cert, key: m.key, minVersion: 'TLSv1.2' }),
     onResult: (result) => metrics.certReloads.inc({ result }),
   });

@@ -61,8 +61,9 @@ export function parseIpvs(text: string): Set<string> {
   for (const line of text.split('\n')) {
     const m = /^(TCP|UDP)\s+(\S+):([0-9A-Fa-f]{4})\s/.exec(line);
     if (!m) continue;
-    const a = hexAddress(m[2]!);
-    if (a) out.add(viewKey(m[1]!.toLowerCase(), a, Number.parseInt(m[3]!, 16)));
+    const [, proto = '', hex = '', port = ''] = m;
+    const a = hexAddress(hex);
+    if (a) out.add(viewKey(proto.toLowerCase(), a, Number.parseInt(port, 16)));
   }
   return out;
 }

@@ -137,7 +137,11 @@ export function parseListing(json: string): TableModel {
   const flowtables = new Map<string, { devices: Set<string>; handle: number }>();
   const ctTimeouts = new Map<string, TimeoutSpec>();
   const counters = new Set<string>();
-  const chain = (name: string) => chains.get(name) ?? chains.set(name, { rules: [] }).get(name)!;
+  const chain = (name: string) => {
+    const c = chains.get(name) ?? { rules: [] };
+    chains.set(name, c);
+    return c;
+  };
   for (const o of parsed.nftables) {
     const t = o['ct timeout'];
     if (t) ctTimeouts.set(t.name, { protocol: t.protocol ?? 'tcp', l3proto: t.l3proto ?? 'ip', policy: t.policy ?? {} });

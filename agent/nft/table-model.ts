@@ -109,7 +109,7 @@ function freeze(m: Mutable): TableModel {
 
 /** `@name` references, quoted timeout names and `goto` targets in a rule. */
 function references(rule: string): { objects: string[]; timeouts: string[]; chains: string[] } {
-  const all = (re: RegExp) => [...rule.matchAll(re)].map((x) => x[1]!);
+  const all = (re: RegExp) => [...rule.matchAll(re)].map((x) => x[1] ?? '');
   return { objects: all(/@([A-Za-z0-9_]+)/g), timeouts: all(/ct timeout set "([^"]+)"/g), chains: all(/\bgoto ([A-Za-z0-9_]+)/g) };
 }
 
@@ -203,7 +203,8 @@ function applyOp(m: Mutable, op: Op, env: ApplyEnv): void {
         return;
       }
       if (!map) {
-        if (!m.sets.get(o.set)!.elements.has(key)) m.sets.get(o.set)!.elements.set(key, 0);
+        const set = m.sets.get(o.set);
+        if (set && !set.elements.has(key)) set.elements.set(key, 0);
         return;
       }
       if (!o.goto || !m.chains.has(o.goto)) throw enoent(`no chain ${o.goto ?? '(none)'}`);

@@ -17,7 +17,7 @@
  * overloaded one, or a connection cut without a reset) would hold the agent for 5 minutes
  * after it recovered, so the list gets the same 30 s deadline.
  */
-import { CoreV1Api, KubeConfig, Observable, makeInformer, type ConfigurationOptions, type Informer, type KubernetesObject, type ObjectCache, type ObservableMiddleware, type V1Service } from '@kubernetes/client-node';
+import { CoreV1Api, KubeConfig, Observable, makeInformer, type ConfigurationOptions, type Informer, type KubernetesObject, type ObjectCache, type V1Service } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { HINT_LABEL } from '../../api/index.ts';
 import { Backoff } from '../../lib/backoff.ts';
@@ -38,7 +38,7 @@ const DEFAULT_BACKOFF = { initialMs: 1000, maxMs: 10_000, resetMs: 120_000 };
 const DEFAULT_LIST_TIMEOUT_MS = 30_000;
 
 /** Request options that abort the request (connect, headers and body) after `ms`. */
-function deadline(ms: number): ConfigurationOptions<ObservableMiddleware> {
+function deadline(ms: number): ConfigurationOptions {
   return {
     middleware: [
       {

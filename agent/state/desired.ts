@@ -148,7 +148,9 @@ function relink(state: DesiredState, keys: Iterable<string>): Pick<DesiredState,
     const r = rulesFor(state, key);
     const name = r ? chainName(r.address.family, r.rules) : undefined;
     if (old === name) continue;
-    moveRef(chains, state.chains, old, name, () => ({ family: r!.address.family, rules: r!.rules, refs: 1 }));
+    // `make` runs only for a new chain, so only when `r` exists.
+    const make = () => ({ family: r?.address.family ?? 'ip', rules: r?.rules ?? [], refs: 1 });
+    moveRef(chains, state.chains, old, name, make);
     chainOf.set(key, name);
   }
   return { chainOf: state.chainOf.with(chainOf), chains: state.chains.with(chains) };

@@ -25,7 +25,7 @@ export class PMap<K, V> implements ReadonlyMap<K, V> {
 
   static of<K, V>(entries: Iterable<readonly [K, V]> = []): PMap<K, V> {
     const base = new Map(entries);
-    return new PMap(base, new Map(), base.size, 0);
+    return new PMap<K, V>(base, new Map(), base.size, 0);
   }
 
   get(key: K): V | undefined {
@@ -58,7 +58,7 @@ export class PMap<K, V> implements ReadonlyMap<K, V> {
       const flat = new Map<K, V>();
       for (const [k, v] of this.base) if (!over.has(k)) flat.set(k, v);
       for (const [k, v] of over) if (v !== REMOVED) flat.set(k, v);
-      return new PMap(flat, new Map(), flat.size, 0);
+      return new PMap<K, V>(flat, new Map(), flat.size, 0);
     }
     return new PMap(this.base, over, size, this.depth + 1);
   }
@@ -111,7 +111,8 @@ export function pendingSet<K, T>(pending: Map<K, Set<T>>, base: ReadonlyMap<K, R
 export function moveRef<C extends { readonly refs: number }>(edits: Map<string, C | undefined>, base: ReadonlyMap<string, C>, from: string | undefined, to: string | undefined, make: () => C): void {
   const get = (name: string) => (edits.has(name) ? edits.get(name) : base.get(name));
   if (from !== undefined) {
-    const c = get(from)!;
+    const c = get(from);
+    if (c === undefined) throw new Error(`moveRef: no chain ${from} to move a reference from`);
     edits.set(from, c.refs <= 1 ? undefined : { ...c, refs: c.refs - 1 });
   }
   if (to !== undefined) {

@@ -258,10 +258,10 @@ t.test('drift is content: a re-pointed element or a changed port is seen, counte
   t.equal(r1.drift, true, 'a re-pointed element is drift');
   t.same(offloads(nft.table), expected([A, B]), 'repaired');
 
-  const chainA = nft.table!.maps.get('vips4')!.elements.get(A.addr)!;
-  const chains = new Map(nft.table!.chains);
+  const chainA = nft.table.maps.get('vips4')!.elements.get(A.addr)!;
+  const chains = new Map(nft.table.chains);
   chains.set(chainA, { rules: chains.get(chainA)!.rules.map((r) => r.replace('proto-dst 80 ', 'proto-dst 8080 ')) });
-  nft.table = { ...nft.table!, chains };
+  nft.table = { ...nft.table, chains };
   const r2 = await full();
   t.equal(r2.drift, true, 'a changed port is drift');
   t.same(offloads(nft.table), expected([A, B]), 'repaired');

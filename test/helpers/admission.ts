@@ -7,7 +7,7 @@ import { rmSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { TLSSocket } from 'node:tls';
+import { TLSSocket } from 'node:tls';
 import { generateCerts, writeBundle, type CertBundle } from '../../certs/generate.ts';
 import { upstreamFixture } from './services.ts';
 
@@ -25,7 +25,7 @@ export function review(o: ReviewOptions): Record<string, any> {
   const r = upstreamFixture('admission.k8s.io.v1.AdmissionReview.json');
   delete r.response;
   const req = r.request;
-  const obj = (o.object ?? null) as { metadata?: { name?: string; namespace?: string } } | null;
+  const obj = o.object as { metadata?: { name?: string; namespace?: string } } | undefined;
   req.uid = o.uid ?? '705ab4f5-6393-11e8-b7cc-42010a800002';
   req.kind = o.kind ?? { group: '', version: 'v1', kind: 'Service' };
   req.resource = { group: '', version: 'v1', resource: 'services' };
@@ -73,7 +73,8 @@ export function post(url: string, path: string, body: string | Buffer, o: { ca: 
         headers: { 'content-type': o.contentType ?? 'application/json', 'content-length': Buffer.byteLength(body) },
       },
       (res) => {
-        const peerFingerprint = (res.socket as TLSSocket).getPeerCertificate?.()?.fingerprint256;
+        const socket = res.socket;
+        const peerFingerprint = socket instanceof TLSSocket ? socket.getPeerCertificate().fingerprint256 : undefined;
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
         res.on('end', () => {

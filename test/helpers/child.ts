@@ -46,7 +46,7 @@ export async function stopChild(child: ChildProcess): Promise<void> {
 /** A container's environment variable in manifests/base (e.g. the deployed NODE_OPTIONS). */
 export function deployedEnv(file: string, container: string, name: string): string | undefined {
   const docs = loadAll(readFileSync(new URL(`../../manifests/base/${file}`, import.meta.url), 'utf8')) as Array<{ spec?: { template?: { spec?: { containers?: Array<{ name: string; env?: Array<{ name: string; value?: string }> }> } } } }>;
-  const c = docs.flatMap((d) => d?.spec?.template?.spec?.containers ?? []).find((x) => x.name === container);
+  const c = docs.flatMap((d) => d.spec?.template?.spec?.containers ?? []).find((x) => x.name === container);
   return c?.env?.find((e) => e.name === name)?.value;
 }
 

@@ -200,15 +200,15 @@ export class FakeApiServer {
         res.writeHead(code, { 'content-type': 'application/json' });
         res.end(JSON.stringify(o));
       };
-      if (!current) return reply(404, { kind: 'Status', apiVersion: 'v1', status: 'Failure', code: 404, reason: 'NotFound' });
+      if (!current) { reply(404, { kind: 'Status', apiVersion: 'v1', status: 'Failure', code: 404, reason: 'NotFound' }); return; }
       const ops = JSON.parse(body) as fjp.Operation[];
       this.patches.push({ key, contentType: req.headers['content-type'] ?? '', ops });
-      if (req.headers['content-type'] !== 'application/json-patch+json') return reply(415, { kind: 'Status', code: 415 });
+      if (req.headers['content-type'] !== 'application/json-patch+json') { reply(415, { kind: 'Status', code: 415 }); return; }
       let next: Obj;
       try {
         next = fjp.applyPatch(structuredClone(current), ops, true, false).newDocument;
       } catch (err) {
-        return reply(422, { kind: 'Status', apiVersion: 'v1', status: 'Failure', code: 422, reason: 'Invalid', message: String(err) });
+        reply(422, { kind: 'Status', apiVersion: 'v1', status: 'Failure', code: 422, reason: 'Invalid', message: String(err) }); return;
       }
       if (!dryRun) this.apply(next);
       reply(200, this.objects.get(key));

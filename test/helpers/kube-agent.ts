@@ -135,7 +135,8 @@ export async function runOutage(t: { teardown: (fn: () => Promise<void> | void) 
     await sleep(Math.min(5000, Math.max(0, end - Date.now())));
     samples += 1;
     if (k.table() !== before) differing += 1;
-    if (k.agent.lastSync?.at && k.agent.lastSync?.at !== syncBefore) syncTimes.add(k.agent.lastSync?.at);
+    const at = k.agent.lastSync?.at;
+    if (at && at !== syncBefore) syncTimes.add(at);
   }
   const restartsDuring = k.restarts() - restarts0;
   const watchRequestsDuring = watches() - watches0;

@@ -105,7 +105,7 @@ t.test('nftables mode: chains before the rules that jump to them; endpoints spre
 });
 
 t.test('iptables mode: KUBE-SVC picks each endpoint with probability 1/(n-i); no endpoints: REJECT', async (t) => {
-  const spec: ClusterSpec = { ...upstream, services: [{ namespace: 'a', name: 'b', clusterIP: '172.30.0.9', ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080, nodePort: 30080 }], endpoints: ['10.1.0.1', '10.1.0.2', '10.1.0.3'] }, upstream.services![1]!] };
+  const spec: ClusterSpec = { ...upstream, services: [{ namespace: 'a', name: 'b', clusterIP: '172.30.0.9', ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080, nodePort: 30080 }], endpoints: ['10.1.0.1', '10.1.0.2', '10.1.0.3'] }, upstream.services[1]!] };
   const out = lines(renderIptables(spec));
   const svc = `KUBE-SVC-${hashName('a/b:http/TCP', 16)}`;
   t.same(
@@ -123,7 +123,7 @@ t.test('bad specs are refused before anything is rendered', async (t) => {
   const port = { name: 'http', protocol: 'TCP' as const, port: 80, targetPort: 80, nodePort: 30080 };
   const twice = { ...upstream, services: [{ namespace: 'a', name: 'x', clusterIP: '172.30.0.1', ports: [port], endpoints: [] }, { namespace: 'a', name: 'y', clusterIP: '172.30.0.2', ports: [port], endpoints: [] }] };
   t.throws(() => renderIptables(twice), /NodePort TCP\/30080 is used twice \(a\/y\)/);
-  t.throws(() => renderNftables({ ...upstream, services: [{ ...upstream.services![0]!, clusterIP: '172.30.0.41; flush ruleset' }] }));
+  t.throws(() => renderNftables({ ...upstream, services: [{ ...upstream.services[0]!, clusterIP: '172.30.0.41; flush ruleset' }] }));
 });
 
 t.test('both modes load into a real kernel, twice (the replacement is atomic and repeatable)', async (t) => {

@@ -82,7 +82,7 @@ export function hashName(input: string, n: number): string {
     value = (value << 8) | byte;
     bits += 8;
     while (bits >= 5 && out.length < n) {
-      out += alphabet[(value >>> (bits - 5)) & 31];
+      out += alphabet.charAt((value >>> (bits - 5)) & 31);
       bits -= 5;
     }
   }

@@ -44,6 +44,7 @@ export function checkHost(): void {
 }
 
 function kernelPackage(): string {
+  // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- spawnSync gives undefined output when the command cannot be spawned, whatever its type says.
   let out = spawnSync('apt-cache', ['depends', 'linux-image-amd64'], { encoding: 'utf8' }).stdout ?? '';
   if (!/Depends: linux-image-/.test(out)) {
     sh('apt-get', ['update', '-q']);

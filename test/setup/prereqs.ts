@@ -28,6 +28,7 @@ if (missing.length > 0) {
     spawnSync('apt-get', ['update', '-q'], { stdio: 'ignore', env });
     r = install();
   }
+  // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- spawnSync gives undefined output when the command cannot be spawned, whatever its type says.
   if (r.status !== 0) fail(`apt-get install ${pkgs.join(' ')} failed: ${(r.stderr ?? '').trim().split('\n').at(-1)}; install them by hand and run npm test again`);
 }
 

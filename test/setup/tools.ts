@@ -63,6 +63,7 @@ export class ToolError extends Error {}
 
 function run(cmd: string, args: string[], cwd?: string): void {
   const r = spawnSync(cmd, args, { cwd, encoding: 'utf8' });
+  // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- spawnSync gives undefined output when the command cannot be spawned, whatever its type says.
   if (r.status !== 0) throw new ToolError(`${cmd} ${args.join(' ')} failed (${r.status ?? r.error?.message}): ${(r.stderr ?? '').trim().split('\n').slice(-3).join(' ')}`);
 }
 

@@ -99,7 +99,7 @@ t.test('hostile bodies get 4xx JSON and the server answers the next good request
     ['huge', Buffer.alloc(5 * 1024 * 1024, 'a'), 413, 'FH_BODY_TOO_LARGE'],
   ];
   for (const [name, body, status, code, contentType] of cases) {
-    const r = await send('/mutate', body, contentType).catch((err: Error) => ({ status: -1, json: { code: err.message } }));
+    const r = await send('/mutate', body, contentType).catch((err: unknown) => ({ status: -1, json: { code: err instanceof Error ? err.message : String(err) } }));
     t.equal(r.status, status, `${name}: status`);
     t.equal(r.json?.code, code, `${name}: code`);
     const next = await send('/validate', good);

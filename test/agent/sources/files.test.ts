@@ -85,7 +85,10 @@ t.test('an unreadable directory keeps the current Services', async (t) => {
   const source = new FileSource({ dir, logger: silentLogger(), pollMs: 60_000 });
   await source.start({
     events: (evs) => {
-      for (const e of evs) e.type === 'upsert' ? state.set(e.key, e.object) : state.delete(e.key);
+      for (const e of evs) {
+        if (e.type === 'upsert') state.set(e.key, e.object);
+        else state.delete(e.key);
+      }
     },
     synced: () => {},
   });

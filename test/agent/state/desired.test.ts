@@ -66,7 +66,7 @@ t.test('derived maps equal a rebuild from scratch after any sequence of updates'
   let s = buildDesired([], [parseAddress('10.0.0.1')!]);
   const specs = Array.from({ length: 40 }, (_, i) => ({ name: `s${i % 13}`, clusterIPs: [`10.96.0.${i % 7}`], ports: [{ port: 80 + (i % 3), nodePort: i % 4 === 0 ? 30000 + i : undefined }], threshold: i % 5 === 0 ? String(i) : undefined }));
   for (const [i, spec] of specs.entries()) {
-    const e = entry(spec as never);
+    const e = entry(spec);
     s = withServices(s, new Map([[e.key, i % 6 === 5 ? undefined : e]]));
   }
   const fresh = buildDesired(s.services.values(), s.nodeAddresses);

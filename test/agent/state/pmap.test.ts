@@ -15,7 +15,10 @@ t.test('versions are independent and agree with a plain Map', async (t) => {
       updates.push([k, v]);
     }
     p = p.with(updates);
-    for (const [k, v] of updates) v === undefined ? plain.delete(k) : plain.set(k, v);
+    for (const [k, v] of updates) {
+      if (v === undefined) plain.delete(k);
+      else plain.set(k, v);
+    }
     if (round % 50 === 0) versions.push([p, new Map(plain)]);
   }
   for (const [pv, snap] of [...versions, [p, plain] as [PMap<number, string>, Map<number, string>]]) {

@@ -105,7 +105,12 @@ export class Agent {
       backoff: new Backoff(o.backoff ?? { initialMs: 1_000, maxMs: 60_000 }),
       run: async () => this.stopped || (await this.sync()).ok,
     });
-    this.status = new StatusWriter({ ...shared, dir: o.stateDir, intervalMs: STATUS_INTERVAL_MS, doc: () => this.statusDoc() });
+    this.status = new StatusWriter({
+      ...shared,
+      dir: o.stateDir,
+      intervalMs: STATUS_INTERVAL_MS,
+      doc: () => this.statusDoc(),
+    });
   }
 
   /** Probe, read node addresses, start the source; resolves when it has synced. */
@@ -155,7 +160,9 @@ export class Agent {
       this.log.info('stopped; rules left in place so offloaded connections continue');
       return;
     }
-    await this.programmer.remove().catch((err: unknown) => this.log.warn({ err: errorMessage(err) }, 'cleanup: delete table failed'));
+    await this.programmer
+      .remove()
+      .catch((err: unknown) => this.log.warn({ err: errorMessage(err) }, 'cleanup: delete table failed'));
     this.log.info({ table: `${FAMILY} ${TABLE}` }, 'table removed (--cleanup-on-exit)');
   }
 
@@ -197,8 +204,15 @@ export class Agent {
     this.dirty = new Set();
     const devices = this.node.flowtable && this.devicesChanged() ? this.wantDevices : undefined;
     const apply = () =>
-      kind === 'full' ? this.programmer.full(target, () => this.host.devices()) : this.programmer.partial(target, keys, devices);
-    const done = (r: { ok: boolean; drift?: boolean; error?: string }): SyncResult => ({ kind, durationMs: performance.now() - started, at: new Date().toISOString(), ...r });
+      kind === 'full'
+        ? this.programmer.full(target, () => this.host.devices())
+        : this.programmer.partial(target, keys, devices);
+    const done = (r: { ok: boolean; drift?: boolean; error?: string }): SyncResult => ({
+      kind,
+      durationMs: performance.now() - started,
+      at: new Date().toISOString(),
+      ...r,
+    });
     let result: SyncResult;
     let stderr: string | undefined;
     try {
@@ -225,7 +239,8 @@ export class Agent {
   /** After a good sync: local delivery (status shows IPVS ports from the first sync on), accounting. */
   private async afterSync(kind: SyncKind, target: DesiredState): Promise<void> {
     if (kind === 'full') {
-      const fail = (err: unknown) => this.log.warn({ err: errorMessage(err) }, 'cannot read IPVS services and local addresses');
+      const fail = (err: unknown) =>
+        this.log.warn({ err: errorMessage(err) }, 'cannot read IPVS services and local addresses');
       await this.observer.localDelivery(target).catch(fail);
     }
     if (!this.node.acct.enabled) await this.node.ensureAccounting();

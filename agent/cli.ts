@@ -9,7 +9,15 @@ import { parseFlags, portFlag } from '../lib/cli.ts';
 import { makeRunner } from '../lib/exec.ts';
 import { acquireInstanceLock } from '../lib/instance-lock.ts';
 import { createLogger } from '../lib/log.ts';
-import { DEFAULT_THRESHOLD, DEFAULT_TIMEOUT_SECONDS, THRESHOLD_MAX, TIMEOUT_MAX_SECONDS, TIMEOUT_MIN_SECONDS, canonicalTimeout, timeoutSeconds } from '../api/index.ts';
+import {
+  DEFAULT_THRESHOLD,
+  DEFAULT_TIMEOUT_SECONDS,
+  THRESHOLD_MAX,
+  TIMEOUT_MAX_SECONDS,
+  TIMEOUT_MIN_SECONDS,
+  canonicalTimeout,
+  timeoutSeconds,
+} from '../api/index.ts';
 import { parseAddress, type Address } from './state/address.ts';
 import { Agent } from './agent.ts';
 import { countByService, entriesByService, readConntrack } from './host/conntrack.ts';
@@ -51,7 +59,10 @@ const AgentFlags = z.object({
     .transform((v, ctx) => {
       const seconds = timeoutSeconds(canonicalTimeout(v));
       if (seconds === undefined) {
-        ctx.addIssue({ code: 'custom', message: `--short-lived-timeout: ${JSON.stringify(v)} is not a duration from ${TIMEOUT_MIN_SECONDS}s to ${TIMEOUT_MAX_SECONDS / 60}m, e.g. "5s"` });
+        ctx.addIssue({
+          code: 'custom',
+          message: `--short-lived-timeout: ${JSON.stringify(v)} is not a duration from ${TIMEOUT_MIN_SECONDS}s to ${TIMEOUT_MAX_SECONDS / 60}m, e.g. "5s"`,
+        });
         return z.NEVER;
       }
       return seconds;
@@ -81,14 +92,20 @@ const AgentFlags = z.object({
     .transform((v, ctx) => {
       const n = /^(0x[0-9a-f]{1,8}|[0-9]{1,10})$/i.test(v) ? Number(v) : NaN;
       if (!isMarkBit(n)) {
-        ctx.addIssue({ code: 'custom', message: `--ct-mark-bit: ${JSON.stringify(v)} is not one of bits 0 to 30 of the conntrack mark (a power of two from 0x1 to 0x40000000), e.g. 0x2000` });
+        ctx.addIssue({
+          code: 'custom',
+          message: `--ct-mark-bit: ${JSON.stringify(v)} is not one of bits 0 to 30 of the conntrack mark (a power of two from 0x1 to 0x40000000), e.g. 0x2000`,
+        });
         return z.NEVER;
       }
       return n;
     }),
   'resync-seconds': z.coerce.number().positive().default(3600),
   'cleanup-on-exit': z.boolean().default(false),
-  netns: z.string().regex(/^[A-Za-z0-9_.-]+$/).optional(),
+  netns: z
+    .string()
+    .regex(/^[A-Za-z0-9_.-]+$/)
+    .optional(),
 });
 
 function runnerFor(netns: string | undefined) {
@@ -135,7 +152,11 @@ export async function agentCommand(argv: string[]): Promise<number> {
     ? new FileSource({ dir: f['services-dir'], logger: logger.child({ source: 'files' }) })
     : await Promise.all([import('./sources/kube.ts'), import('../lib/kubeconfig.ts')]).then(
         ([{ KubeSource }, { loadKubeConfig }]) =>
-          new KubeSource({ kubeConfig: loadKubeConfig(f.kubeconfig), logger: logger.child({ source: 'kubernetes' }), onRestart: () => metrics.informerRestarts.inc() }),
+          new KubeSource({
+            kubeConfig: loadKubeConfig(f.kubeconfig),
+            logger: logger.child({ source: 'kubernetes' }),
+            onRestart: () => metrics.informerRestarts.inc(),
+          }),
       );
   const agent = new Agent({
     run,
@@ -183,14 +204,24 @@ export async function agentCommand(argv: string[]): Promise<number> {
 const StatusFlags = z.object({
   json: z.boolean().default(false),
   'state-dir': z.string().default(DEFAULT_STATE_DIR),
-  netns: z.string().regex(/^[A-Za-z0-9_.-]+$/).optional(),
+  netns: z
+    .string()
+    .regex(/^[A-Za-z0-9_.-]+$/)
+    .optional(),
 });
 
 export async function statusCommand(argv: string[]): Promise<number> {
-  const f = parseFlags(argv, { json: { type: 'boolean' }, 'state-dir': { type: 'string' }, netns: { type: 'string' } }, StatusFlags, 'usage: flowhint status [--json] [--state-dir DIR] [--netns NAME]');
+  const f = parseFlags(
+    argv,
+    { json: { type: 'boolean' }, 'state-dir': { type: 'string' }, netns: { type: 'string' } },
+    StatusFlags,
+    'usage: flowhint status [--json] [--state-dir DIR] [--netns NAME]',
+  );
   const doc = await readStatus(f['state-dir']);
   if (!doc) {
-    process.stderr.write(`flowhint: FH_NO_STATUS: no agent status in ${f['state-dir']}/status.json; is the agent running with this --state-dir?\n`);
+    process.stderr.write(
+      `flowhint: FH_NO_STATUS: no agent status in ${f['state-dir']}/status.json; is the agent running with this --state-dir?\n`,
+    );
     return 1;
   }
   // Offloaded-now counts are read live from conntrack, not from the file.
@@ -225,7 +256,17 @@ function portMatch(s: string) {
 }
 
 export async function cleanupCommand(argv: string[]): Promise<number> {
-  const f = parseFlags(argv, { netns: { type: 'string' } }, z.object({ netns: z.string().regex(/^[A-Za-z0-9_.-]+$/).optional() }), 'usage: flowhint cleanup [--netns NAME]');
+  const f = parseFlags(
+    argv,
+    { netns: { type: 'string' } },
+    z.object({
+      netns: z
+        .string()
+        .regex(/^[A-Za-z0-9_.-]+$/)
+        .optional(),
+    }),
+    'usage: flowhint cleanup [--netns NAME]',
+  );
   const nft = makeNft(runnerFor(f.netns));
   if ((await nft.read()) === undefined) {
     process.stderr.write('flowhint: table inet flowhint does not exist; nothing to clean up\n');

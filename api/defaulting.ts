@@ -14,7 +14,14 @@
  */
 import fjp from 'fast-json-patch';
 import type { Operation } from 'fast-json-patch';
-import { HINT_ANNOTATION, HINT_LABEL, THRESHOLD_ANNOTATION, TIMEOUT_ANNOTATION, canonicalHint, canonicalTimeout } from './keys.ts';
+import {
+  HINT_ANNOTATION,
+  HINT_LABEL,
+  THRESHOLD_ANNOTATION,
+  TIMEOUT_ANNOTATION,
+  canonicalHint,
+  canonicalTimeout,
+} from './keys.ts';
 import { HintMetadata, firstIssue, quoteValue, type StringMap } from './service.ts';
 
 export type DefaultingResult =

@@ -5,7 +5,17 @@
  * label: the label is written only by defaulting, so a Service without it was not admitted
  * through flowhint (the agent selects on it, and `flowhint backfill` writes it).
  */
-import { DEFAULT_THRESHOLD, DEFAULT_TIMEOUT_SECONDS, HINT_ANNOTATION, HINT_LABEL, THRESHOLD_ANNOTATION, TIMEOUT_ANNOTATION, isTrafficHint, timeoutSeconds, type TrafficHint } from './keys.ts';
+import {
+  DEFAULT_THRESHOLD,
+  DEFAULT_TIMEOUT_SECONDS,
+  HINT_ANNOTATION,
+  HINT_LABEL,
+  THRESHOLD_ANNOTATION,
+  TIMEOUT_ANNOTATION,
+  isTrafficHint,
+  timeoutSeconds,
+  type TrafficHint,
+} from './keys.ts';
 import { Service, firstIssue, serviceKey } from './service.ts';
 import type { ErrorCode } from '../lib/errors.ts';
 import { explainErrors, validateService, type ValidationCode } from './validation.ts';
@@ -33,13 +43,19 @@ export function readHint(object: unknown): ReadResult {
   const parsed = Service.safeParse(object);
   if (!parsed.success) {
     const { path, message } = firstIssue(parsed.error);
-    return { usable: false, key: '<unreadable>', code: 'FH_SERVICE_UNREADABLE', reason: `not a readable Service: ${path}: ${message}` };
+    return {
+      usable: false,
+      key: '<unreadable>',
+      code: 'FH_SERVICE_UNREADABLE',
+      reason: `not a readable Service: ${path}: ${message}`,
+    };
   }
   const service = parsed.data;
   const key = serviceKey(service.metadata);
   const annotations = service.metadata.annotations ?? {};
   const value = annotations[HINT_ANNOTATION];
-  if (value === undefined) return { usable: false, key, code: 'FH_NOT_HINTED', reason: `no ${HINT_ANNOTATION} annotation` };
+  if (value === undefined)
+    return { usable: false, key, code: 'FH_NOT_HINTED', reason: `no ${HINT_ANNOTATION} annotation` };
   const { errors } = validateService(service);
   const first = errors[0];
   if (first !== undefined) {
@@ -53,7 +69,8 @@ export function readHint(object: unknown): ReadResult {
       reason: `label ${HINT_LABEL} is missing: the Service was not admitted by flowhint's webhook; run \`flowhint backfill\``,
     };
   }
-  if (!isTrafficHint(value)) return { usable: false, key, code: 'FH_HINT_UNSUPPORTED', reason: `unsupported hint ${value}` };
+  if (!isTrafficHint(value))
+    return { usable: false, key, code: 'FH_HINT_UNSUPPORTED', reason: `unsupported hint ${value}` };
   const threshold = annotations[THRESHOLD_ANNOTATION];
   const timeout = annotations[TIMEOUT_ANNOTATION];
   return {

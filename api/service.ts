@@ -59,9 +59,7 @@ export const Service = z.looseObject({
     .nullish(),
   status: z
     .looseObject({
-      loadBalancer: z
-        .looseObject({ ingress: z.array(LoadBalancerIngress).nullish() })
-        .nullish(),
+      loadBalancer: z.looseObject({ ingress: z.array(LoadBalancerIngress).nullish() }).nullish(),
     })
     .nullish(),
 });
@@ -87,7 +85,11 @@ export function firstIssue(error: z.ZodError): { path: string; message: string }
 }
 
 /** `namespace/name` for logs and messages; never rendered into nft text. */
-export function serviceKey(meta: { namespace?: string | null; name?: string | null; generateName?: string | null }): string {
+export function serviceKey(meta: {
+  namespace?: string | null;
+  name?: string | null;
+  generateName?: string | null;
+}): string {
   const name = meta.name ?? (meta.generateName ? `${meta.generateName}*` : '<unnamed>');
   return `${meta.namespace || 'default'}/${name}`;
 }
@@ -95,5 +97,8 @@ export function serviceKey(meta: { namespace?: string | null; name?: string | nu
 /** Render a user-given value for a message: quoted, control characters escaped, bounded. */
 export function quoteValue(value: string, max = 40): string {
   const shown = value.length > max ? `${value.slice(0, max)}…` : value;
-  return JSON.stringify(shown).replace(/[\u007f-\u009f\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return JSON.stringify(shown).replace(
+    /[\u007f-\u009f\u2028\u2029]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
 }

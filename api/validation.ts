@@ -172,7 +172,9 @@ function applicability(service: Service): { errors: FieldError[]; warnings: stri
   const ports = spec.ports ?? [];
   const sctp = ports.filter((p) => portProtocol(p) === 'SCTP').map((p) => p.port);
   if (sctp.length > 0) {
-    warnings.push(`flowhint: SCTP port(s) ${sctp.slice(0, 5).join(',')} are not offloaded; flowtables handle only TCP and UDP`);
+    warnings.push(
+      `flowhint: SCTP port(s) ${sctp.slice(0, 5).join(',')} are not offloaded; flowtables handle only TCP and UDP`,
+    );
   }
   if (errors.length === 0 && !ports.some((p) => isOffloadable(portProtocol(p)))) {
     warnings.push('flowhint: the Service has no TCP or UDP port, so nothing of it will be offloaded');
@@ -185,13 +187,21 @@ function validateOne(object: unknown): ValidationResult {
   if (!parsed.success) {
     const { path, message } = firstIssue(parsed.error);
     return {
-      errors: [{ field: path, type: 'FieldValueInvalid', code: 'FH_SERVICE_UNREADABLE', message: `cannot read the Service at ${path}: ${message}` }],
+      errors: [
+        {
+          field: path,
+          type: 'FieldValueInvalid',
+          code: 'FH_SERVICE_UNREADABLE',
+          message: `cannot read the Service at ${path}: ${message}`,
+        },
+      ],
       warnings: [],
     };
   }
   const meta = parsed.data.metadata;
   const { hint, threshold, timeout, label } = owned(meta.annotations, meta.labels);
-  if (hint === undefined && threshold === undefined && timeout === undefined && label === undefined) return { errors: [], warnings: [] };
+  if (hint === undefined && threshold === undefined && timeout === undefined && label === undefined)
+    return { errors: [], warnings: [] };
   const errors = [...hintErrors(hint, threshold, label), ...timeoutErrors(hint, timeout)];
   const warnings: string[] = [];
   if (hint !== undefined) {
@@ -219,13 +229,19 @@ export function validateService(object: unknown, oldObject?: unknown): Validatio
   const now = ownedOf(object);
   const before = ownedOf(oldObject);
   const unchanged =
-    now !== undefined && before !== undefined && now.hint === before.hint && now.threshold === before.threshold && now.timeout === before.timeout && now.label === before.label;
+    now !== undefined &&
+    before !== undefined &&
+    now.hint === before.hint &&
+    now.threshold === before.threshold &&
+    now.timeout === before.timeout &&
+    now.label === before.label;
   if (!unchanged) return result;
   const oldCodes = new Set(validateOne(oldObject).errors.map((e) => `${e.field}|${e.code}`));
   const errors: FieldError[] = [];
   const warnings = [...result.warnings];
   for (const e of result.errors) {
-    if (oldCodes.has(`${e.field}|${e.code}`)) warnings.push(`flowhint: existing invalid hint kept and not offloaded (${e.code}); fix it`);
+    if (oldCodes.has(`${e.field}|${e.code}`))
+      warnings.push(`flowhint: existing invalid hint kept and not offloaded (${e.code}); fix it`);
     else errors.push(e);
   }
   return { errors, warnings };

@@ -15,13 +15,19 @@ export const CANNED_REVIEW = {
 
 function serve(certFile: string, keyFile: string): void {
   const canned = JSON.stringify(CANNED_REVIEW);
-  const server = createServer({ cert: readFileSync(certFile), key: readFileSync(keyFile), minVersion: 'TLSv1.2' }, (req, res) => {
-    req.on('data', () => {});
-    req.on('end', () => {
-      res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(canned) });
-      res.end(canned);
-    });
-  });
+  const server = createServer(
+    { cert: readFileSync(certFile), key: readFileSync(keyFile), minVersion: 'TLSv1.2' },
+    (req, res) => {
+      req.on('data', () => {});
+      req.on('end', () => {
+        res.writeHead(200, {
+          'content-type': 'application/json; charset=utf-8',
+          'content-length': Buffer.byteLength(canned),
+        });
+        res.end(canned);
+      });
+    },
+  );
   server.keepAliveTimeout = 30_000;
   server.listen(0, '127.0.0.1', () => {
     const a = server.address();

@@ -12,7 +12,14 @@ const [certFile, keyFile] = process.argv.slice(2);
 if (!certFile || !keyFile) throw new Error('usage: fastify-server.ts CERT KEY');
 const app = Fastify({
   keepAliveTimeout: 30_000,
-  https: { cert: readFileSync(certFile), key: readFileSync(keyFile), minVersion: 'TLSv1.2', handshakeTimeout: 5_000, headersTimeout: 5_000, connectionsCheckingInterval: 1_000 },
+  https: {
+    cert: readFileSync(certFile),
+    key: readFileSync(keyFile),
+    minVersion: 'TLSv1.2',
+    handshakeTimeout: 5_000,
+    headersTimeout: 5_000,
+    connectionsCheckingInterval: 1_000,
+  },
 });
 app.post('/mutate', async () => CANNED_REVIEW);
 await app.listen({ host: '127.0.0.1', port: 0 });

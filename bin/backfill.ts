@@ -68,20 +68,33 @@ export async function backfill(api: ServiceApi, o: { dryRun: boolean }): Promise
         results.push({ service, outcome: 'patched', detail: JSON.stringify(d.patch) });
       } catch (err) {
         const code = (err as { code?: number }).code;
-        results.push({ service, outcome: code === 409 || code === 422 ? 'conflict' : 'failed', detail: errorMessage(err).slice(0, 300) });
+        results.push({
+          service,
+          outcome: code === 409 || code === 422 ? 'conflict' : 'failed',
+          detail: errorMessage(err).slice(0, 300),
+        });
       }
     }
   } while (cont);
   return results;
 }
 
-const USAGE = 'usage: flowhint backfill [--kubeconfig FILE] [--dry-run]\n  Labels already-annotated Services through the same defaulting as the webhook; reports invalid hints.';
+const USAGE =
+  'usage: flowhint backfill [--kubeconfig FILE] [--dry-run]\n  Labels already-annotated Services through the same defaulting as the webhook; reports invalid hints.';
 
 export async function backfillCommand(argv: string[]): Promise<number> {
-  const f = parseFlags(argv, { kubeconfig: { type: 'string' }, 'dry-run': { type: 'boolean' } }, z.object({ kubeconfig: z.string().optional(), 'dry-run': z.boolean().default(false) }), USAGE);
+  const f = parseFlags(
+    argv,
+    { kubeconfig: { type: 'string' }, 'dry-run': { type: 'boolean' } },
+    z.object({ kubeconfig: z.string().optional(), 'dry-run': z.boolean().default(false) }),
+    USAGE,
+  );
   const results = await backfill(kubeServiceApi(loadKubeConfig(f.kubeconfig)), { dryRun: f['dry-run'] });
-  for (const r of results) process.stdout.write(`${r.outcome.toUpperCase().padEnd(9)} ${r.service}${r.detail ? `  ${r.detail}` : ''}\n`);
+  for (const r of results)
+    process.stdout.write(`${r.outcome.toUpperCase().padEnd(9)} ${r.service}${r.detail ? `  ${r.detail}` : ''}\n`);
   const count = (k: BackfillResult['outcome']) => results.filter((r) => r.outcome === k).length;
-  process.stdout.write(`backfill${f['dry-run'] ? ' (dry run)' : ''}: ${count('patched')} patched, ${count('unchanged')} unchanged, ${count('invalid')} invalid, ${count('conflict')} changed meanwhile (run again), ${count('failed')} failed\n`);
+  process.stdout.write(
+    `backfill${f['dry-run'] ? ' (dry run)' : ''}: ${count('patched')} patched, ${count('unchanged')} unchanged, ${count('invalid')} invalid, ${count('conflict')} changed meanwhile (run again), ${count('failed')} failed\n`,
+  );
   return count('failed') > 0 ? 1 : 0;
 }

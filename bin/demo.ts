@@ -60,22 +60,32 @@ const Answer = z.object({
     status: z.object({ message: z.string() }).optional(),
   }),
 });
-const Named = z.looseObject({ metadata: z.looseObject({ name: z.string().optional(), namespace: z.string().optional() }).optional() });
+const Named = z.looseObject({
+  metadata: z.looseObject({ name: z.string().optional(), namespace: z.string().optional() }).optional(),
+});
 
 function post(url: string, path: string, body: unknown, agent: HttpsAgent): Promise<z.infer<typeof Answer>> {
   return new Promise((resolvePost, reject) => {
     const data = JSON.stringify(body);
-    const req = request(new URL(path, url), { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) } }, (res) => {
-      let text = '';
-      res.on('data', (c: Buffer) => (text += c.toString()));
-      res.on('end', () => {
-        try {
-          resolvePost(Answer.parse(JSON.parse(text)));
-        } catch (err) {
-          reject(err instanceof Error ? err : new Error(String(err)));
-        }
-      });
-    });
+    const req = request(
+      new URL(path, url),
+      {
+        method: 'POST',
+        agent,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) },
+      },
+      (res) => {
+        let text = '';
+        res.on('data', (c: Buffer) => (text += c.toString()));
+        res.on('end', () => {
+          try {
+            resolvePost(Answer.parse(JSON.parse(text)));
+          } catch (err) {
+            reject(err instanceof Error ? err : new Error(String(err)));
+          }
+        });
+      },
+    );
     req.on('error', reject);
     req.end(data);
   });
@@ -137,7 +147,9 @@ async function admitExamples(url: string, ca: string): Promise<Record<string, un
 }
 
 function canProgramNetns(): boolean {
-  return process.getuid?.() === 0 && spawnSync('nft', ['--version']).status === 0 && spawnSync('ip', ['-V']).status === 0;
+  return (
+    process.getuid?.() === 0 && spawnSync('nft', ['--version']).status === 0 && spawnSync('ip', ['-V']).status === 0
+  );
 }
 
 async function realAgent(admitted: Record<string, unknown>[]): Promise<void> {
@@ -154,11 +166,22 @@ async function realAgent(admitted: Record<string, unknown>[]): Promise<void> {
     inNs('ip', 'link', 'set', 'demo1', 'up');
     await writeFile(join(dir, 'admitted.json'), JSON.stringify({ apiVersion: 'v1', kind: 'List', items: admitted }));
     const run = makeRunner(['ip', 'netns', 'exec', NETNS]);
-    const agent = new Agent({ run, nft: makeNft(run), source: new FileSource({ dir, logger: silentLogger() }), logger: silentLogger(), metrics: createAgentMetrics({ defaultMetrics: false }), defaultThreshold: 20, devices: {}, counter: true });
+    const agent = new Agent({
+      run,
+      nft: makeNft(run),
+      source: new FileSource({ dir, logger: silentLogger() }),
+      logger: silentLogger(),
+      metrics: createAgentMetrics({ defaultMetrics: false }),
+      defaultThreshold: 20,
+      devices: {},
+      counter: true,
+    });
     await agent.prepare();
     const r = await agent.sync();
     await agent.stop();
-    say(`\n== agent: programmed network namespace ${NETNS} (${r.ok ? 'ok' : `FAILED: ${r.error}`}, ${r.kind} sync in ${Math.round(r.durationMs)} ms)`);
+    say(
+      `\n== agent: programmed network namespace ${NETNS} (${r.ok ? 'ok' : `FAILED: ${r.error}`}, ${r.kind} sync in ${Math.round(r.durationMs)} ms)`,
+    );
     say(await makeNft(run).listText());
     say('== flowhint status');
     say(formatStatus(agent.statusDoc()));
@@ -180,7 +203,13 @@ function dryRun(admitted: Record<string, unknown>[]): void {
 export async function demoCommand(argv: string[]): Promise<number> {
   const dry = argv.includes('--dry-run');
   await ensureCerts();
-  const webhook = await startWebhook({ certFile: join(CERTS, FILES.cert), keyFile: join(CERTS, FILES.key), host: '127.0.0.1', port: 0, logger: silentLogger() });
+  const webhook = await startWebhook({
+    certFile: join(CERTS, FILES.cert),
+    keyFile: join(CERTS, FILES.key),
+    host: '127.0.0.1',
+    port: 0,
+    logger: silentLogger(),
+  });
   let cleaned = false;
   const cleanup = async () => {
     if (cleaned) return;
@@ -199,6 +228,8 @@ export async function demoCommand(argv: string[]): Promise<number> {
   }
   // The last line says where real offload is seen: this machine's kernel (or a dry run) shows
   // the ruleset, not [OFFLOAD] connections.
-  say('\nto see real offload: `npm run test:kernel` boots a flowtable kernel under qemu and shows [OFFLOAD] connections with traffic (README: Testing)');
+  say(
+    '\nto see real offload: `npm run test:kernel` boots a flowtable kernel under qemu and shows [OFFLOAD] connections with traffic (README: Testing)',
+  );
   return 0;
 }

@@ -8,13 +8,34 @@ import { FlowhintError } from '../lib/errors.ts';
 type Command = (argv: string[]) => Promise<number>;
 
 const COMMANDS: Record<string, { summary: string; load: () => Promise<Command> }> = {
-  webhook: { summary: 'serve the mutating and validating admission webhook over HTTPS', load: async () => (await import('../webhook/cli.ts')).webhookCommand },
-  agent: { summary: 'program flowtable offload for hinted Services on this node', load: async () => (await import('../agent/cli.ts')).agentCommand },
-  status: { summary: "show the agent's node mode, devices, programmed Services and offloaded connections", load: async () => (await import('../agent/cli.ts')).statusCommand },
-  cleanup: { summary: 'delete the table inet flowhint', load: async () => (await import('../agent/cli.ts')).cleanupCommand },
-  backfill: { summary: 'label already-annotated Services through the webhook defaulting; report invalid hints', load: async () => (await import('./backfill.ts')).backfillCommand },
-  demo: { summary: 'the whole flow locally (npm start): dev certs, webhook, examples, agent in a scratch netns', load: async () => (await import('./demo.ts')).demoCommand },
-  certs: { summary: 'generate a CA and a webhook serving certificate; print the caBundle', load: async () => (await import('../certs/cli.ts')).certsCommand },
+  webhook: {
+    summary: 'serve the mutating and validating admission webhook over HTTPS',
+    load: async () => (await import('../webhook/cli.ts')).webhookCommand,
+  },
+  agent: {
+    summary: 'program flowtable offload for hinted Services on this node',
+    load: async () => (await import('../agent/cli.ts')).agentCommand,
+  },
+  status: {
+    summary: "show the agent's node mode, devices, programmed Services and offloaded connections",
+    load: async () => (await import('../agent/cli.ts')).statusCommand,
+  },
+  cleanup: {
+    summary: 'delete the table inet flowhint',
+    load: async () => (await import('../agent/cli.ts')).cleanupCommand,
+  },
+  backfill: {
+    summary: 'label already-annotated Services through the webhook defaulting; report invalid hints',
+    load: async () => (await import('./backfill.ts')).backfillCommand,
+  },
+  demo: {
+    summary: 'the whole flow locally (npm start): dev certs, webhook, examples, agent in a scratch netns',
+    load: async () => (await import('./demo.ts')).demoCommand,
+  },
+  certs: {
+    summary: 'generate a CA and a webhook serving certificate; print the caBundle',
+    load: async () => (await import('../certs/cli.ts')).certsCommand,
+  },
 };
 
 function usage(): string {

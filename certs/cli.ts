@@ -35,7 +35,9 @@ export async function certsCommand(argv: string[]): Promise<number> {
   const ca = f['reuse-ca'] ? await readCa(f.out) : undefined;
   const bundle = await generateCerts({ dnsNames, ipAddresses: f.ip, days: f.days, ...(ca ? { ca } : {}) });
   await writeBundle(f.out, bundle);
-  process.stderr.write(`wrote ${f.out}/{ca.crt,ca.key,tls.crt,tls.key} for ${[...dnsNames, ...f.ip].join(', ')}${ca ? ' (existing CA kept)' : ''}\ncaBundle:\n`);
+  process.stderr.write(
+    `wrote ${f.out}/{ca.crt,ca.key,tls.crt,tls.key} for ${[...dnsNames, ...f.ip].join(', ')}${ca ? ' (existing CA kept)' : ''}\ncaBundle:\n`,
+  );
   process.stdout.write(`${bundle.caBundle}\n`);
   return 0;
 }

@@ -71,7 +71,8 @@ async function makeCa(now: Date, days: number): Promise<{ cert: x509.X509Certifi
 }
 
 export async function generateCerts(o: GenerateOptions): Promise<CertBundle> {
-  if (o.dnsNames.length === 0 && (o.ipAddresses ?? []).length === 0) throw new FlowhintError('FH_USAGE', 'at least one --dns-name (or --service, or --ip) is needed');
+  if (o.dnsNames.length === 0 && (o.ipAddresses ?? []).length === 0)
+    throw new FlowhintError('FH_USAGE', 'at least one --dns-name (or --service, or --ip) is needed');
   const now = o.now ?? new Date();
   const days = o.days ?? 365;
   const ca = o.ca
@@ -113,7 +114,12 @@ export async function generateCerts(o: GenerateOptions): Promise<CertBundle> {
 
 /** The webhook Service's DNS names, as the API server may address it. */
 export function serviceDnsNames(service: string, namespace: string): string[] {
-  return [service, `${service}.${namespace}`, `${service}.${namespace}.svc`, `${service}.${namespace}.svc.cluster.local`];
+  return [
+    service,
+    `${service}.${namespace}`,
+    `${service}.${namespace}.svc`,
+    `${service}.${namespace}.svc.cluster.local`,
+  ];
 }
 
 export const FILES = { caCert: 'ca.crt', caKey: 'ca.key', cert: 'tls.crt', key: 'tls.key' } as const;
@@ -137,7 +143,10 @@ export async function writeBundle(dir: string, b: CertBundle): Promise<void> {
 
 export async function readCa(dir: string): Promise<{ cert: string; key: string } | undefined> {
   try {
-    return { cert: await readFile(join(dir, FILES.caCert), 'utf8'), key: await readFile(join(dir, FILES.caKey), 'utf8') };
+    return {
+      cert: await readFile(join(dir, FILES.caCert), 'utf8'),
+      key: await readFile(join(dir, FILES.caKey), 'utf8'),
+    };
   } catch {
     return undefined;
   }

@@ -11,7 +11,11 @@ export interface DirWatch {
   stop(): void;
 }
 
-export function watchDirs(dirs: Iterable<string>, onChange: () => void, o: { pollMs: number; logger: Logger; what: string; debounceMs?: number }): DirWatch {
+export function watchDirs(
+  dirs: Iterable<string>,
+  onChange: () => void,
+  o: { pollMs: number; logger: Logger; what: string; debounceMs?: number },
+): DirWatch {
   const watchers: FSWatcher[] = [];
   let debounce: NodeJS.Timeout | undefined;
   const schedule = () => {
@@ -26,7 +30,9 @@ export function watchDirs(dirs: Iterable<string>, onChange: () => void, o: { pol
   for (const dir of new Set(dirs)) {
     try {
       const w = watch(dir, schedule);
-      w.on('error', (err) => o.logger.warn({ err: errorMessage(err), dir }, `${o.what} watch failed; polling continues`));
+      w.on('error', (err) =>
+        o.logger.warn({ err: errorMessage(err), dir }, `${o.what} watch failed; polling continues`),
+      );
       watchers.push(w);
     } catch (err) {
       o.logger.warn({ err: errorMessage(err), dir }, `cannot watch ${o.what}; polling only`);

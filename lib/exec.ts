@@ -32,12 +32,18 @@ export function makeRunner(prefix: readonly string[] = []): Runner {
       };
       const timer = setTimeout(() => {
         child.kill('SIGKILL');
-        finish({ code: 124, stdout: Buffer.concat(out).toString(), stderr: `${Buffer.concat(err).toString()}\n${cmd}: timed out after ${options.timeoutMs ?? 30_000} ms` });
+        finish({
+          code: 124,
+          stdout: Buffer.concat(out).toString(),
+          stderr: `${Buffer.concat(err).toString()}\n${cmd}: timed out after ${options.timeoutMs ?? 30_000} ms`,
+        });
       }, options.timeoutMs ?? 30_000);
       child.stdout.on('data', (c: Buffer) => out.push(c));
       child.stderr.on('data', (c: Buffer) => err.push(c));
       child.on('error', (e) => finish({ code: 127, stdout: '', stderr: `${cmd}: ${e.message}` }));
-      child.on('close', (code) => finish({ code: code ?? 1, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() }));
+      child.on('close', (code) =>
+        finish({ code: code ?? 1, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() }),
+      );
       child.stdin.on('error', () => {});
       child.stdin.end(options.stdin ?? '');
     });

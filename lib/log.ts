@@ -3,7 +3,10 @@ import { pino, type Logger, type LevelWithSilent } from 'pino';
 
 export type { Logger };
 
-export function createLogger(name: string, level: LevelWithSilent = (process.env.FLOWHINT_LOG_LEVEL as LevelWithSilent | undefined) ?? 'info'): Logger {
+export function createLogger(
+  name: string,
+  level: LevelWithSilent = (process.env.FLOWHINT_LOG_LEVEL as LevelWithSilent | undefined) ?? 'info',
+): Logger {
   return pino({ name, level, base: { component: name } });
 }
 

@@ -29,9 +29,19 @@ async function files(dir: string): Promise<string[]> {
 t.test('the build is plain JavaScript with no import left pointing at a .ts file', async (t) => {
   const all = await files(OUT);
   t.ok(all.includes('bin/flowhint.js'), 'bin/flowhint.js');
-  t.ok(all.includes('webhook/server.js') && all.includes('agent/agent.js') && all.includes('api/index.js'), 'each component');
-  t.same(all.filter((f) => !f.endsWith('.js')), [], 'nothing but .js');
-  t.notOk(all.some((f) => f.startsWith('test/') || f.startsWith('bench/')), 'no tests or benchmarks shipped');
+  t.ok(
+    all.includes('webhook/server.js') && all.includes('agent/agent.js') && all.includes('api/index.js'),
+    'each component',
+  );
+  t.same(
+    all.filter((f) => !f.endsWith('.js')),
+    [],
+    'nothing but .js',
+  );
+  t.notOk(
+    all.some((f) => f.startsWith('test/') || f.startsWith('bench/')),
+    'no tests or benchmarks shipped',
+  );
   for (const f of all) {
     const text = await readFile(join(OUT, f), 'utf8');
     const tsImports = [...text.matchAll(/(?:from|import\()\s*['"](\.{1,2}\/[^'"]+\.ts)['"]/g)].map((m) => m[1]);
@@ -47,13 +57,32 @@ t.test('the compiled CLI runs', async (t) => {
 
 t.test('the compiled webhook answers as the sources do', async (t) => {
   const { dir, bundle } = await tempCerts();
-  const [compiled, source] = await Promise.all([startWebhookChild(`${dir}/tls.crt`, `${dir}/tls.key`, dir, entry), startWebhookChild(`${dir}/tls.crt`, `${dir}/tls.key`, dir)]);
+  const [compiled, source] = await Promise.all([
+    startWebhookChild(`${dir}/tls.crt`, `${dir}/tls.key`, dir, entry),
+    startWebhookChild(`${dir}/tls.crt`, `${dir}/tls.key`, dir),
+  ]);
   t.teardown(() => Promise.all([stopChild(compiled.child), stopChild(source.child)]));
   const ca = bundle.caCert;
 
-  const toDefault = JSON.stringify(review({ object: completeService({ annotations: { [HINT]: ' longlived ', [THRESHOLD]: '007' }, labels: { app: 'web' } }) }));
-  const invalid = JSON.stringify(review({ object: completeService({ annotations: { [HINT]: 'LongLived', [THRESHOLD]: '-1' }, labels: { app: 'web', [HINT]: 'LongLived' } }) }));
-  for (const [path, body] of [['/mutate', toDefault], ['/validate', invalid], ['/validate', toDefault], ['/mutate', '{"not":"a review"}']] as const) {
+  const toDefault = JSON.stringify(
+    review({
+      object: completeService({ annotations: { [HINT]: ' longlived ', [THRESHOLD]: '007' }, labels: { app: 'web' } }),
+    }),
+  );
+  const invalid = JSON.stringify(
+    review({
+      object: completeService({
+        annotations: { [HINT]: 'LongLived', [THRESHOLD]: '-1' },
+        labels: { app: 'web', [HINT]: 'LongLived' },
+      }),
+    }),
+  );
+  for (const [path, body] of [
+    ['/mutate', toDefault],
+    ['/validate', invalid],
+    ['/validate', toDefault],
+    ['/mutate', '{"not":"a review"}'],
+  ] as const) {
     const [a, b] = await Promise.all([post(compiled.url, path, body, { ca }), post(source.url, path, body, { ca })]);
     t.equal(a.status, b.status, `${path}: same status`);
     t.same(a.json, b.json, `${path}: same answer`);
@@ -63,15 +92,22 @@ t.test('the compiled webhook answers as the sources do', async (t) => {
   const mutated = await post(compiled.url, '/mutate', toDefault, { ca });
   t.equal(mutated.json.response.allowed, true);
   const byPath = (x: { path: string }, y: { path: string }) => x.path.localeCompare(y.path);
-  t.same((decodePatch(mutated.json.response) as Array<{ path: string }>).sort(byPath), [
-    { op: 'replace', path: '/metadata/annotations/flowhint.dev~1offload-after-packets', value: '7' },
-    { op: 'replace', path: '/metadata/annotations/flowhint.dev~1traffic-hint', value: 'LongLived' },
-    { op: 'add', path: '/metadata/labels/flowhint.dev~1traffic-hint', value: 'LongLived' },
-  ], 'the defaulting patch');
+  t.same(
+    (decodePatch(mutated.json.response) as Array<{ path: string }>).sort(byPath),
+    [
+      { op: 'replace', path: '/metadata/annotations/flowhint.dev~1offload-after-packets', value: '7' },
+      { op: 'replace', path: '/metadata/annotations/flowhint.dev~1traffic-hint', value: 'LongLived' },
+      { op: 'add', path: '/metadata/labels/flowhint.dev~1traffic-hint', value: 'LongLived' },
+    ],
+    'the defaulting patch',
+  );
   const rejected = await post(compiled.url, '/validate', invalid, { ca });
   t.equal(rejected.json.response.allowed, false);
   t.equal(rejected.json.response.status.code, 422);
-  t.match(rejected.json.response.status.details.causes[0].field, 'metadata.annotations[flowhint.dev/offload-after-packets]');
+  t.match(
+    rejected.json.response.status.details.causes[0].field,
+    'metadata.annotations[flowhint.dev/offload-after-packets]',
+  );
 });
 
 t.test('the Dockerfile builds what tsconfig.build.json compiles and runs its output', async (t) => {
@@ -81,7 +117,11 @@ t.test('the Dockerfile builds what tsconfig.build.json compiles and runs its out
   t.match(build, /COPY package.json package-lock.json tsconfig.json tsconfig.build.json/);
   const pkg = JSON.parse(await readFile(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
   t.equal(pkg.scripts.build, 'tsc -p tsconfig.build.json');
-  t.match(build, /RUN node node_modules\/typescript\/bin\/tsc -p tsconfig.build.json/, 'npm run build, as the image runs it');
+  t.match(
+    build,
+    /RUN node node_modules\/typescript\/bin\/tsc -p tsconfig.build.json/,
+    'npm run build, as the image runs it',
+  );
   const copied = [...build.matchAll(/^COPY (?!package)(.+) \S+$/gm)].flatMap((m) => m[1]!.split(/\s+/));
   t.same([...copied].sort(), [...config.include].sort(), 'the build stage copies exactly the compiled sources');
   t.match(dockerfile, /COPY --from=build \/app\/dist \.\/dist/);

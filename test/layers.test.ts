@@ -22,11 +22,17 @@ function sources(dir: string): string[] {
 /** What a file imports: repo-relative paths of local modules, and bare package names. */
 function imports(file: string): string[] {
   const text = readFileSync(join(root, file), 'utf8');
-  return [...text.matchAll(/(?:^import[^'"]*|import\()\s*['"]([^'"]+)['"]/gm)].map((m) => (m[1]!.startsWith('.') ? normalize(join(dirname(file), m[1]!)) : m[1]!));
+  return [...text.matchAll(/(?:^import[^'"]*|import\()\s*['"]([^'"]+)['"]/gm)].map((m) =>
+    m[1]!.startsWith('.') ? normalize(join(dirname(file), m[1]!)) : m[1]!,
+  );
 }
 
 const rules: Array<[string, (target: string) => boolean, string]> = [
-  ['api', (x) => x.startsWith('api/') || x === 'lib/errors.ts' || ['zod', 'fast-json-patch'].includes(x), 'api/ is pure: itself, lib/errors.ts, zod, fast-json-patch'],
+  [
+    'api',
+    (x) => x.startsWith('api/') || x === 'lib/errors.ts' || ['zod', 'fast-json-patch'].includes(x),
+    'api/ is pure: itself, lib/errors.ts, zod, fast-json-patch',
+  ],
   ['lib', (x) => !/^(api|agent|webhook|certs|bin)\//.test(x), 'lib/ imports no component'],
   ['webhook', (x) => !x.startsWith('agent/'), 'webhook/ imports nothing from agent/'],
   ['agent', (x) => !x.startsWith('webhook/'), 'agent/ imports nothing from webhook/'],
@@ -55,7 +61,11 @@ t.test('agent/ holds only its folders and the top (agent.ts, cli.ts)', async (t)
 
 for (const [dir, allowed, what] of rules) {
   t.test(what, async (t) => {
-    const bad = sources(dir).flatMap((f) => imports(f).filter((x) => !allowed(x)).map((x) => `${f} -> ${x}`));
+    const bad = sources(dir).flatMap((f) =>
+      imports(f)
+        .filter((x) => !allowed(x))
+        .map((x) => `${f} -> ${x}`),
+    );
     t.same(bad, []);
   });
 }

@@ -12,7 +12,8 @@ import { validateService } from '../api/index.ts';
 import { HINT, THRESHOLD, TIMEOUT, completeService, hinted } from './helpers/services.ts';
 
 type Obj = Record<string, any>;
-const docs = (f: string) => (loadAll(readFileSync(new URL(`../manifests/base/${f}`, import.meta.url), 'utf8')) as Obj[]).filter(Boolean);
+const docs = (f: string) =>
+  (loadAll(readFileSync(new URL(`../manifests/base/${f}`, import.meta.url), 'utf8')) as Obj[]).filter(Boolean);
 const policy = docs('admission-policy.yaml').find((d) => d.kind === 'ValidatingAdmissionPolicy')!.spec;
 const hooks = docs('webhook-configurations.yaml').map((d) => d.webhooks[0]);
 
@@ -59,22 +60,67 @@ const cases: Array<[string, Obj, Obj | null]> = [
   ['label differs', hinted('LongLived', {}, 'Other'), null],
   ['ExternalName', withSpec({ type: 'ExternalName', externalName: 'db.example.com' }), null],
   ['headless', withSpec({ type: 'ClusterIP', clusterIP: 'None', ports: [{ port: 80 }] }), null],
-  ['SCTP only (a warning, allowed)', withSpec({ clusterIP: '10.96.0.9', ports: [{ port: 9, protocol: 'SCTP' }] }), null],
+  [
+    'SCTP only (a warning, allowed)',
+    withSpec({ clusterIP: '10.96.0.9', ports: [{ port: 9, protocol: 'SCTP' }] }),
+    null,
+  ],
   ['unhinted', completeService(), null],
   ['no maps', completeService({ annotations: undefined, labels: undefined }), null],
   ['ShortLived', hinted('ShortLived'), null],
-  ...['1s', '5s', '59s', '99s', '100s', '599s', '600s', '601s', '0s', '1m', '2m', '10m', '11m', '1h', '05s', '5S', ' 5s', '5', '', '1.5s', '999s', '1000s'].map(
-    (d): [string, Obj, Obj | null] => [`ShortLived, timeout ${JSON.stringify(d)}`, hinted('ShortLived', { [TIMEOUT]: d }), null],
-  ),
+  ...[
+    '1s',
+    '5s',
+    '59s',
+    '99s',
+    '100s',
+    '599s',
+    '600s',
+    '601s',
+    '0s',
+    '1m',
+    '2m',
+    '10m',
+    '11m',
+    '1h',
+    '05s',
+    '5S',
+    ' 5s',
+    '5',
+    '',
+    '1.5s',
+    '999s',
+    '1000s',
+  ].map((d): [string, Obj, Obj | null] => [
+    `ShortLived, timeout ${JSON.stringify(d)}`,
+    hinted('ShortLived', { [TIMEOUT]: d }),
+    null,
+  ]),
   ['timeout with LongLived', hinted('LongLived', { [TIMEOUT]: '5s' }), null],
   ['timeout without hint', completeService({ annotations: { [TIMEOUT]: '5s' } }), null],
   ['threshold with ShortLived', hinted('ShortLived', { [THRESHOLD]: '10' }), null],
-  ['UPDATE: unchanged bad timeout (ratchet)', { ...hinted('ShortLived', { [TIMEOUT]: '1h' }), spec: { ...hinted().spec, selector: { app: 'v2' } } }, hinted('ShortLived', { [TIMEOUT]: '1h' })],
-  ['UPDATE: timeout changed to invalid', hinted('ShortLived', { [TIMEOUT]: '1h' }), hinted('ShortLived', { [TIMEOUT]: '5s' })],
+  [
+    'UPDATE: unchanged bad timeout (ratchet)',
+    { ...hinted('ShortLived', { [TIMEOUT]: '1h' }), spec: { ...hinted().spec, selector: { app: 'v2' } } },
+    hinted('ShortLived', { [TIMEOUT]: '1h' }),
+  ],
+  [
+    'UPDATE: timeout changed to invalid',
+    hinted('ShortLived', { [TIMEOUT]: '1h' }),
+    hinted('ShortLived', { [TIMEOUT]: '5s' }),
+  ],
   ['UPDATE: hint removed', completeService(), hinted()],
-  ['UPDATE: unchanged pre-existing bad hint (ratchet)', { ...hinted('Turbo', {}, null), spec: { ...hinted().spec, selector: { app: 'v2' } } }, hinted('Turbo', {}, null)],
+  [
+    'UPDATE: unchanged pre-existing bad hint (ratchet)',
+    { ...hinted('Turbo', {}, null), spec: { ...hinted().spec, selector: { app: 'v2' } } },
+    hinted('Turbo', {}, null),
+  ],
   ['UPDATE: good hint made bad', hinted('Turbo', {}, 'Turbo'), hinted()],
-  ['UPDATE: threshold changed to invalid', hinted('LongLived', { [THRESHOLD]: 'x' }), hinted('LongLived', { [THRESHOLD]: '5' })],
+  [
+    'UPDATE: threshold changed to invalid',
+    hinted('LongLived', { [THRESHOLD]: 'x' }),
+    hinted('LongLived', { [THRESHOLD]: '5' }),
+  ],
 ];
 
 t.test('the ValidatingAdmissionPolicy decides as api/ does', async (t) => {
@@ -85,10 +131,17 @@ t.test('the ValidatingAdmissionPolicy decides as api/ does', async (t) => {
 });
 
 t.test('matchConditions send exactly the Services carrying a flowhint key', async (t) => {
-  const carries = (o: Obj | null) => !!o && (HINT in (o.metadata.annotations ?? {}) || THRESHOLD in (o.metadata.annotations ?? {}) || TIMEOUT in (o.metadata.annotations ?? {}) || HINT in (o.metadata.labels ?? {}));
+  const carries = (o: Obj | null) =>
+    !!o &&
+    (HINT in (o.metadata.annotations ?? {}) ||
+      THRESHOLD in (o.metadata.annotations ?? {}) ||
+      TIMEOUT in (o.metadata.annotations ?? {}) ||
+      HINT in (o.metadata.labels ?? {}));
   for (const [name, object, old] of cases) {
     for (const hook of hooks) {
-      const sent = hook.matchConditions.every((m: Obj) => cel(m.expression, { object: toCel(object), oldObject: toCel(old) }));
+      const sent = hook.matchConditions.every((m: Obj) =>
+        cel(m.expression, { object: toCel(object), oldObject: toCel(old) }),
+      );
       t.equal(sent, carries(object) || carries(old), `${hook.name} ${name}`);
     }
   }

@@ -20,9 +20,28 @@ const COMPONENT = new URL('../manifests/components/servicemonitor/', import.meta
 const text = readFileSync(join(COMPONENT, 'flowhint-dashboard.json'), 'utf8');
 
 const Datasource = z.object({ type: z.literal('prometheus'), uid: z.literal('${datasource}') });
-const GridPos = z.object({ h: z.number().int().positive(), w: z.number().int().min(1).max(24), x: z.number().int().min(0).max(23), y: z.number().int().min(0) }).refine((g) => g.x + g.w <= 24, 'a panel must fit in 24 columns');
-const Target = z.object({ refId: z.string().regex(/^[A-Z]$/), expr: z.string().min(1), legendFormat: z.string(), datasource: Datasource });
-const Row = z.object({ id: z.number().int(), type: z.literal('row'), title: z.string().min(1), gridPos: GridPos, collapsed: z.boolean(), panels: z.array(z.unknown()) });
+const GridPos = z
+  .object({
+    h: z.number().int().positive(),
+    w: z.number().int().min(1).max(24),
+    x: z.number().int().min(0).max(23),
+    y: z.number().int().min(0),
+  })
+  .refine((g) => g.x + g.w <= 24, 'a panel must fit in 24 columns');
+const Target = z.object({
+  refId: z.string().regex(/^[A-Z]$/),
+  expr: z.string().min(1),
+  legendFormat: z.string(),
+  datasource: Datasource,
+});
+const Row = z.object({
+  id: z.number().int(),
+  type: z.literal('row'),
+  title: z.string().min(1),
+  gridPos: GridPos,
+  collapsed: z.boolean(),
+  panels: z.array(z.unknown()),
+});
 const Panel = z.object({
   id: z.number().int(),
   type: z.enum(['timeseries', 'stat', 'table']),
@@ -40,7 +59,9 @@ const Dashboard = z.object({
   schemaVersion: z.number().int().min(36),
   version: z.number().int(),
   time: z.object({ from: z.string(), to: z.string() }),
-  templating: z.object({ list: z.array(z.object({ name: z.string(), type: z.enum(['datasource', 'query']) }).loose()) }),
+  templating: z.object({
+    list: z.array(z.object({ name: z.string(), type: z.enum(['datasource', 'query']) }).loose()),
+  }),
   panels: z.array(z.union([Row, Panel])).min(1),
 });
 
@@ -90,7 +111,10 @@ t.test('valid dashboard JSON: unique panel ids, panels in the grid, no overlaps'
     }
   }
   t.same(overlaps.slice(0, 5), [], 'no two panels share a grid cell');
-  t.same(dashboard.templating.list.map((v) => v.name), ['datasource', 'namespace']);
+  t.same(
+    dashboard.templating.list.map((v) => v.name),
+    ['datasource', 'namespace'],
+  );
 });
 
 t.test('every query parses as PromQL and names a metric the project exports', async (t) => {
@@ -116,15 +140,22 @@ t.test('the checks can fail: a broken query and an unknown metric are caught', a
   t.notOk((await exported()).has('flowhint_agent_offloaded_connection'), 'a misspelt metric is not exported');
 });
 
-t.test('kustomize ships it as the ConfigMap for Grafana\'s sidecar', async (t) => {
+t.test("kustomize ships it as the ConfigMap for Grafana's sidecar", async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'flowhint-dashboard-'));
   try {
-    writeFileSync(join(dir, 'kustomization.yaml'), `apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\ncomponents:\n- ${relative(dir, COMPONENT)}\n`);
+    writeFileSync(
+      join(dir, 'kustomization.yaml'),
+      `apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\ncomponents:\n- ${relative(dir, COMPONENT)}\n`,
+    );
     const objs = (loadAll(kustomizeBuild(dir)) as Array<Record<string, any>>).filter(Boolean);
     const cm = objs.find((o) => o.kind === 'ConfigMap' && o.metadata.name === 'flowhint-grafana-dashboard');
     t.equal(cm?.metadata.namespace, 'flowhint-system');
     t.equal(cm?.metadata.labels?.grafana_dashboard, '1');
-    t.same(JSON.parse(cm?.data?.['flowhint-dashboard.json'] ?? 'null'), JSON.parse(text), 'the ConfigMap holds the dashboard as committed');
+    t.same(
+      JSON.parse(cm?.data?.['flowhint-dashboard.json'] ?? 'null'),
+      JSON.parse(text),
+      'the ConfigMap holds the dashboard as committed',
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -16,7 +16,9 @@ const parse = (text: string) => (loadAll(text) as Obj[]).filter(Boolean);
 const build = (dir: string) => parse(kustomizeBuild(dir));
 
 function modelPath(o: Obj): string {
-  const [group, version] = String(o.apiVersion).includes('/') ? String(o.apiVersion).split('/') : ['', String(o.apiVersion)];
+  const [group, version] = String(o.apiVersion).includes('/')
+    ? String(o.apiVersion).split('/')
+    : ['', String(o.apiVersion)];
   if (group === 'cert-manager.io') return `@kubernetes-models/cert-manager/${group}/${version}/${o.kind}`;
   if (group === 'monitoring.coreos.com') return `@kubernetes-models/prometheus-operator/${group}/${version}/${o.kind}`;
   return `kubernetes-models/${group ? `${group}/` : ''}${version}/${o.kind}`;
@@ -31,7 +33,8 @@ function asServerReads(o: Obj): Obj {
   const c = structuredClone(o);
   const unwrap = (v: unknown) => (typeof v === 'string' ? v.replace(/\s+/g, '') : v);
   if (c.kind === 'Secret' && c.data) for (const k of Object.keys(c.data)) c.data[k] = unwrap(c.data[k]);
-  for (const w of c.webhooks ?? []) if (w.clientConfig?.caBundle) w.clientConfig.caBundle = unwrap(w.clientConfig.caBundle);
+  for (const w of c.webhooks ?? [])
+    if (w.clientConfig?.caBundle) w.clientConfig.caBundle = unwrap(w.clientConfig.caBundle);
   return c;
 }
 
@@ -52,14 +55,35 @@ t.test('every built object is valid against its schema', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'flowhint-schema-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   cpSync(ROOT, dir, { recursive: true });
-  execFileSync(process.execPath, ['bin/flowhint.ts', 'certs', '--out', join(dir, 'overlays', 'self-managed', 'certs'), '--service', 'flowhint-webhook', '--namespace', 'flowhint-system'], { stdio: 'ignore' });
+  execFileSync(
+    process.execPath,
+    [
+      'bin/flowhint.ts',
+      'certs',
+      '--out',
+      join(dir, 'overlays', 'self-managed', 'certs'),
+      '--service',
+      'flowhint-webhook',
+      '--namespace',
+      'flowhint-system',
+    ],
+    { stdio: 'ignore' },
+  );
   const sets: Array<[string, Obj[]]> = [
     ['base', build(join(dir, 'base'))],
     ['overlays/cert-manager', build(join(dir, 'overlays', 'cert-manager'))],
     ['overlays/self-managed', build(join(dir, 'overlays', 'self-managed'))],
     ['backfill', build(join(dir, 'backfill'))],
-    ['components/servicemonitor', parse(readFileSync(join(dir, 'components', 'servicemonitor', 'monitors.yaml'), 'utf8'))],
-    ['examples', (await import('node:fs')).readdirSync(join(dir, 'examples')).flatMap((f) => parse(readFileSync(join(dir, 'examples', f), 'utf8')))],
+    [
+      'components/servicemonitor',
+      parse(readFileSync(join(dir, 'components', 'servicemonitor', 'monitors.yaml'), 'utf8')),
+    ],
+    [
+      'examples',
+      (await import('node:fs'))
+        .readdirSync(join(dir, 'examples'))
+        .flatMap((f) => parse(readFileSync(join(dir, 'examples', f), 'utf8'))),
+    ],
   ];
   for (const [name, objs] of sets) {
     t.ok(objs.length > 0, `${name}: objects built`);
@@ -68,6 +92,11 @@ t.test('every built object is valid against its schema', async (t) => {
 });
 
 t.test('the schema check can fail', async (t) => {
-  const bad = { apiVersion: 'apps/v1', kind: 'DaemonSet', metadata: { name: 'x' }, spec: { selector: {}, template: { spec: { containers: [{ name: 'c', ports: [{ containerPort: 'http' }] }] } } } };
+  const bad = {
+    apiVersion: 'apps/v1',
+    kind: 'DaemonSet',
+    metadata: { name: 'x' },
+    spec: { selector: {}, template: { spec: { containers: [{ name: 'c', ports: [{ containerPort: 'http' }] }] } } },
+  };
   t.match(await validate(bad), /containerPort/);
 });

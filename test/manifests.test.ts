@@ -35,33 +35,50 @@ t.test('kustomize builds the base and each overlay', async (t) => {
   const cm = build(join(ROOT, 'overlays', 'cert-manager'));
   t.ok(find(cm, 'Certificate', 'flowhint-webhook-tls'));
   for (const kind of ['MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration']) {
-    t.equal(find(cm, kind, 'flowhint')?.metadata.annotations?.['cert-manager.io/inject-ca-from'], 'flowhint-system/flowhint-webhook-tls');
+    t.equal(
+      find(cm, kind, 'flowhint')?.metadata.annotations?.['cert-manager.io/inject-ca-from'],
+      'flowhint-system/flowhint-webhook-tls',
+    );
   }
   // self-managed needs `flowhint certs` output first: do that in a copy.
   const dir = mkdtempSync(join(tmpdir(), 'flowhint-manifests-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   cpSync(ROOT, dir, { recursive: true });
   const certs = join(dir, 'overlays', 'self-managed', 'certs');
-  const caBundle = execFileSync(process.execPath, ['bin/flowhint.ts', 'certs', '--out', certs, '--service', 'flowhint-webhook', '--namespace', 'flowhint-system'], { encoding: 'utf8' }).trim();
+  const caBundle = execFileSync(
+    process.execPath,
+    ['bin/flowhint.ts', 'certs', '--out', certs, '--service', 'flowhint-webhook', '--namespace', 'flowhint-system'],
+    { encoding: 'utf8' },
+  ).trim();
   const sm = build(join(dir, 'overlays', 'self-managed'));
   t.equal(find(sm, 'Secret', 'flowhint-webhook-tls')?.type, 'kubernetes.io/tls');
   for (const kind of ['MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration']) {
-    t.equal(String(find(sm, kind, 'flowhint')?.webhooks[0].clientConfig.caBundle).replace(/\s/g, ''), caBundle, `${kind} caBundle is the CA that \`flowhint certs\` printed`);
+    t.equal(
+      String(find(sm, kind, 'flowhint')?.webhooks[0].clientConfig.caBundle).replace(/\s/g, ''),
+      caBundle,
+      `${kind} caBundle is the CA that \`flowhint certs\` printed`,
+    );
   }
 });
 
 t.test('RBAC is least privilege', async (t) => {
   const roles = base.filter((o) => o.kind === 'ClusterRole' || o.kind === 'Role');
-  t.same(find(base, 'ClusterRole', 'flowhint-agent')?.rules, [{ apiGroups: [''], resources: ['services'], verbs: ['get', 'list', 'watch'] }]);
+  t.same(find(base, 'ClusterRole', 'flowhint-agent')?.rules, [
+    { apiGroups: [''], resources: ['services'], verbs: ['get', 'list', 'watch'] },
+  ]);
   t.equal(roles.length, 1, 'no other roles');
-  const bound = base.filter((o) => o.kind === 'ClusterRoleBinding' || o.kind === 'RoleBinding').flatMap((b) => b.subjects.map((s: Obj) => s.name));
+  const bound = base
+    .filter((o) => o.kind === 'ClusterRoleBinding' || o.kind === 'RoleBinding')
+    .flatMap((b) => b.subjects.map((s: Obj) => s.name));
   t.notOk(bound.includes('flowhint-webhook'), 'the webhook is bound to nothing');
   t.equal(find(base, 'ServiceAccount', 'flowhint-webhook')?.automountServiceAccountToken, false);
 });
 
 t.test('backfill: list and patch Services, nothing else', async (t) => {
   const b = build(join(ROOT, 'backfill'));
-  t.same(find(b, 'ClusterRole', 'flowhint-backfill')?.rules, [{ apiGroups: [''], resources: ['services'], verbs: ['list', 'patch'] }]);
+  t.same(find(b, 'ClusterRole', 'flowhint-backfill')?.rules, [
+    { apiGroups: [''], resources: ['services'], verbs: ['list', 'patch'] },
+  ]);
   t.same(find(b, 'Job', 'flowhint-backfill')?.spec.template.spec.containers[0].args, ['backfill']);
 });
 
@@ -85,7 +102,10 @@ t.test('the webhook runs restricted; the agent has NET_ADMIN only', async (t) =>
 });
 
 t.test('webhook configurations: v1, no side effects, ≤ 5 s, only flowhint-keyed Services', async (t) => {
-  for (const [kind, policy] of [['MutatingWebhookConfiguration', 'Fail'], ['ValidatingWebhookConfiguration', 'Ignore']] as const) {
+  for (const [kind, policy] of [
+    ['MutatingWebhookConfiguration', 'Fail'],
+    ['ValidatingWebhookConfiguration', 'Ignore'],
+  ] as const) {
     const hook = find(base, kind, 'flowhint')!.webhooks[0];
     t.same(hook.admissionReviewVersions, ['v1']);
     t.equal(hook.sideEffects, 'None');

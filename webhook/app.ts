@@ -3,7 +3,14 @@
  * line per decision. Decisions themselves are made by review.ts.
  */
 import { STATUS_CODES } from 'node:http';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from 'fastify';
 import type { Logger } from 'pino';
 import { BadReviewError, mutate, parseReview, validate, type Decision } from './review.ts';
 import { createWebhookMetrics, operationLabel, type WebhookMetrics } from './metrics.ts';
@@ -48,7 +55,11 @@ function errorBody(statusCode: number, code: ErrorCode, message: string): ErrorB
  * and metrics see only catalogue codes; the log keeps fastify's code too.
  */
 const FASTIFY_ERRORS: Readonly<Record<string, readonly [status: number, code: ErrorCode, message: string]>> = {
-  FST_ERR_CTP_BODY_TOO_LARGE: [413, 'FH_BODY_TOO_LARGE', 'request body exceeds the limit; AdmissionReviews of two Services fit well within it'],
+  FST_ERR_CTP_BODY_TOO_LARGE: [
+    413,
+    'FH_BODY_TOO_LARGE',
+    'request body exceeds the limit; AdmissionReviews of two Services fit well within it',
+  ],
   FST_ERR_CTP_INVALID_MEDIA_TYPE: [400, 'FH_NOT_JSON', 'content-type must be application/json'],
   FST_ERR_CTP_EMPTY_JSON_BODY: [400, 'FH_MALFORMED_JSON', 'request body is not valid JSON'],
   FST_ERR_CTP_INVALID_JSON_BODY: [400, 'FH_MALFORMED_JSON', 'request body is not valid JSON'],
@@ -113,7 +124,9 @@ export function buildApp(options: BuildAppOptions = {}): FastifyInstance {
 
   app.setErrorHandler((err: FastifyError, req, reply) => sendError(err, req, reply));
   app.setNotFoundHandler((req, reply) => {
-    reply.code(404).send(errorBody(404, 'FH_NOT_FOUND', `no route ${req.method} ${req.url}; use POST /mutate or POST /validate`));
+    reply
+      .code(404)
+      .send(errorBody(404, 'FH_NOT_FOUND', `no route ${req.method} ${req.url}; use POST /mutate or POST /validate`));
   });
 
   app.get('/healthz', async () => ({ ok: true }));

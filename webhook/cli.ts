@@ -4,7 +4,8 @@ import { parseFlags, portFlag } from '../lib/cli.ts';
 import { createLogger } from '../lib/log.ts';
 import { startWebhook } from './server.ts';
 
-const USAGE = 'usage: flowhint webhook --cert FILE --key FILE [--port 8443] [--metrics-port 8080] [--host 0.0.0.0] [--cert-poll-seconds 10]';
+const USAGE =
+  'usage: flowhint webhook --cert FILE --key FILE [--port 8443] [--metrics-port 8080] [--host 0.0.0.0] [--cert-poll-seconds 10]';
 
 const Flags = z.object({
   cert: z.string().min(1),

@@ -9,7 +9,14 @@
  */
 import { z } from 'zod';
 import type { Operation } from 'fast-json-patch';
-import { applyDefaults, explainErrors, firstIssue, serviceKey, validateService, type FieldError } from '../api/index.ts';
+import {
+  applyDefaults,
+  explainErrors,
+  firstIssue,
+  serviceKey,
+  validateService,
+  type FieldError,
+} from '../api/index.ts';
 import { FlowhintError } from '../lib/errors.ts';
 
 export const ADMISSION_API_VERSION = 'admission.k8s.io/v1';
@@ -124,14 +131,26 @@ function withWarnings(response: AdmissionResponse, warnings: string[]): Admissio
 export function mutate(req: AdmissionRequest): Decision {
   const service = describe(req);
   const operation = req.operation ?? '';
-  if (!isServiceWrite(req)) return { review: envelope({ uid: req.uid, allowed: true }), outcome: 'skipped', service, operation };
+  if (!isServiceWrite(req))
+    return { review: envelope({ uid: req.uid, allowed: true }), outcome: 'skipped', service, operation };
   const result = applyDefaults(req.object);
   if (result.kind === 'skipped') {
     // Not ours to reject: the API server's own validation will refuse a malformed object.
-    return { review: envelope({ uid: req.uid, allowed: true }), outcome: 'skipped', service, operation, note: result.reason };
+    return {
+      review: envelope({ uid: req.uid, allowed: true }),
+      outcome: 'skipped',
+      service,
+      operation,
+      note: result.reason,
+    };
   }
   if (result.patch.length === 0) {
-    return { review: envelope(withWarnings({ uid: req.uid, allowed: true }, result.warnings)), outcome: 'allowed', service, operation };
+    return {
+      review: envelope(withWarnings({ uid: req.uid, allowed: true }, result.warnings)),
+      outcome: 'allowed',
+      service,
+      operation,
+    };
   }
   const patch = Buffer.from(JSON.stringify(result.patch)).toString('base64');
   const response = withWarnings({ uid: req.uid, allowed: true, patchType: 'JSONPatch', patch }, result.warnings);
@@ -154,7 +173,8 @@ function denial(service: string, name: string | undefined, errors: FieldError[])
 export function validate(req: AdmissionRequest): Decision {
   const service = describe(req);
   const operation = req.operation ?? '';
-  if (!isServiceWrite(req)) return { review: envelope({ uid: req.uid, allowed: true }), outcome: 'skipped', service, operation };
+  if (!isServiceWrite(req))
+    return { review: envelope({ uid: req.uid, allowed: true }), outcome: 'skipped', service, operation };
   const old = req.operation === 'UPDATE' ? req.oldObject : undefined;
   const { errors, warnings } = validateService(req.object, old);
   if (errors.length > 0) {

@@ -41,13 +41,14 @@ export async function startWebhook(o: WebhookServerOptions): Promise<RunningWebh
   const metrics = createWebhookMetrics();
   let ready = false;
   const app = buildApp({ tls: material, logger: o.logger, metrics, isReady: () => ready });
+  // eslint-disable-next-line @typescript-eslint/no-unsafe-class-instance-assignment -- buildApp serves HTTPS when given TLS material; fastify's type says http.Server.
+  const https = app.server as import('node:https').Server;
   const reloader = new CertReloader({
     certFile: o.certFile,
     keyFile: o.keyFile,
     logger: o.logger,
     ...(o.certPollMs === undefined ? {} : { pollMs: o.certPollMs }),
-    // eslint-disable-next-line @typescript-eslint/no-unsafe-class-instance-assignment -- buildApp serves HTTPS when given TLS material; fastify's type says http.Server.
-    apply: (m) => (app.server as import('node:https').Server).setSecureContext({ cert: m.cert, key: m.key, minVersion: 'TLSv1.2' }),
+    apply: (m) => https.setSecureContext({ cert: m.cert, key: m.key, minVersion: 'TLSv1.2' }),
     onResult: (result) => metrics.certReloads.inc({ result }),
   });
   reloader.seed(material);

@@ -32,12 +32,20 @@ export async function loadTlsMaterial(certFile: string, keyFile: string): Promis
   try {
     [cert, key] = await Promise.all([readFile(certFile), readFile(keyFile)]);
   } catch (err) {
-    throw new FlowhintError('FH_TLS_UNREADABLE', `cannot read TLS material (${certFile}, ${keyFile}): ${errorMessage(err)}; mount the serving Secret or run \`flowhint certs\``, { cause: err });
+    throw new FlowhintError(
+      'FH_TLS_UNREADABLE',
+      `cannot read TLS material (${certFile}, ${keyFile}): ${errorMessage(err)}; mount the serving Secret or run \`flowhint certs\``,
+      { cause: err },
+    );
   }
   try {
     createSecureContext({ cert, key });
   } catch (err) {
-    throw new FlowhintError('FH_TLS_INVALID', `TLS certificate and key do not form a usable pair: ${errorMessage(err)}`, { cause: err });
+    throw new FlowhintError(
+      'FH_TLS_INVALID',
+      `TLS certificate and key do not form a usable pair: ${errorMessage(err)}`,
+      { cause: err },
+    );
   }
   return { cert, key };
 }
@@ -85,7 +93,10 @@ export class CertReloader {
       material = await loadTlsMaterial(this.o.certFile, this.o.keyFile);
     } catch (err) {
       this.o.onResult?.('error');
-      this.o.logger.warn({ code: (err as FlowhintError).code, err: errorMessage(err) }, 'certificate reload failed; keeping the previous certificate');
+      this.o.logger.warn(
+        { code: (err as FlowhintError).code, err: errorMessage(err) },
+        'certificate reload failed; keeping the previous certificate',
+      );
       return;
     }
     const fp = fingerprint(material);

@@ -30,14 +30,20 @@ export function conntrackDestinations(conntrackOutput: string): Destination[] {
 }
 
 /** Service key -> matching entries, for the Services `include` selects (0 included). */
-function count(state: DesiredState, dests: readonly Destination[], include: (e: ServiceEntry) => boolean, match: (d: Destination) => boolean): Map<string, number> {
+function count(
+  state: DesiredState,
+  dests: readonly Destination[],
+  include: (e: ServiceEntry) => boolean,
+  match: (d: Destination) => boolean,
+): Map<string, number> {
   const counts = new Map<string, number>();
   const index = new Map<string, string>();
   for (const e of state.services.values()) {
     if (!include(e)) continue;
     counts.set(e.key, 0);
     for (const v of e.vips) for (const p of e.ports) index.set(`${addressKey(v)}|${p.proto}|${p.port}`, e.key);
-    for (const n of state.nodeAddresses) for (const p of e.nodePorts) index.set(`${addressKey(n)}|${p.proto}|${p.port}`, e.key);
+    for (const n of state.nodeAddresses)
+      for (const p of e.nodePorts) index.set(`${addressKey(n)}|${p.proto}|${p.port}`, e.key);
   }
   for (const d of dests) {
     if (!match(d)) continue;
@@ -54,7 +60,12 @@ export function countByService(state: DesiredState, dests: readonly Destination[
 
 /** ShortLived Service key -> conntrack entries now. */
 export function entriesByService(state: DesiredState, dests: readonly Destination[]): Map<string, number> {
-  return count(state, dests, (e) => e.timeout !== undefined, () => true);
+  return count(
+    state,
+    dests,
+    (e) => e.timeout !== undefined,
+    () => true,
+  );
 }
 
 export async function readConntrack(run: Runner): Promise<Destination[] | undefined> {

@@ -19,7 +19,13 @@ const Link = z.looseObject({
 });
 const Links = z.array(Link);
 const AddrInfo = z.looseObject({ local: z.string().optional(), scope: z.string().optional() });
-const Addrs = z.array(z.looseObject({ ifname: z.string(), flags: z.array(z.string()).default([]), addr_info: z.array(AddrInfo).default([]) }));
+const Addrs = z.array(
+  z.looseObject({
+    ifname: z.string(),
+    flags: z.array(z.string()).default([]),
+    addr_info: z.array(AddrInfo).default([]),
+  }),
+);
 
 export interface DeviceFilter {
   include?: RegExp | undefined;
@@ -53,7 +59,11 @@ export function selectDevices(links: readonly LinkInfo[], f: DeviceFilter): { de
 
 async function ipJson(run: Runner, args: string[]): Promise<unknown> {
   const r = await run(['ip', '-j', ...args]);
-  if (r.code !== 0) throw new FlowhintError('FH_IP_FAILED', `ip -j ${args.join(' ')} failed: ${r.stderr.trim()}; is iproute2 installed?`);
+  if (r.code !== 0)
+    throw new FlowhintError(
+      'FH_IP_FAILED',
+      `ip -j ${args.join(' ')} failed: ${r.stderr.trim()}; is iproute2 installed?`,
+    );
   return JSON.parse(r.stdout || '[]');
 }
 

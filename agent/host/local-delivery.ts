@@ -68,7 +68,9 @@ export function parseIpvs(text: string): Set<string> {
   return out;
 }
 
-const Addrs = z.array(z.looseObject({ addr_info: z.array(z.looseObject({ local: z.string().optional() })).default([]) }));
+const Addrs = z.array(
+  z.looseObject({ addr_info: z.array(z.looseObject({ local: z.string().optional() })).default([]) }),
+);
 
 /** Every address of `ip -j addr show` (pure), whatever the interface's state. */
 export function parseLocalAddresses(json: string): Set<string> {
@@ -96,7 +98,8 @@ export function localDelivery(state: DesiredState, view: LocalView): Map<string,
       }
     }
     for (const n of state.nodeAddresses) {
-      for (const p of e.nodePorts) if (view.ipvs.has(viewKey(p.proto, n, p.port))) found.push({ address: n.addr, ...p, reason: 'ipvs' });
+      for (const p of e.nodePorts)
+        if (view.ipvs.has(viewKey(p.proto, n, p.port))) found.push({ address: n.addr, ...p, reason: 'ipvs' });
     }
     if (found.length > 0) out.set(e.key, found);
   }
@@ -105,7 +108,10 @@ export function localDelivery(state: DesiredState, view: LocalView): Map<string,
 
 /** Read the node's IPVS virtual services and addresses. No IPVS module: no virtual services. */
 export async function readLocalDelivery(run: Runner): Promise<LocalView> {
-  const [ipvs, addrs] = await Promise.all([run(['cat', '/proc/net/ip_vs'], { timeoutMs: 10_000 }), run(['ip', '-j', 'addr', 'show'], { timeoutMs: 10_000 })]);
+  const [ipvs, addrs] = await Promise.all([
+    run(['cat', '/proc/net/ip_vs'], { timeoutMs: 10_000 }),
+    run(['ip', '-j', 'addr', 'show'], { timeoutMs: 10_000 }),
+  ]);
   return {
     ipvs: ipvs.code === 0 ? parseIpvs(ipvs.stdout) : new Set(),
     local: addrs.code === 0 ? parseLocalAddresses(addrs.stdout) : new Set(),

@@ -9,7 +9,13 @@ import type { Logger } from 'pino';
 import type { Conditions } from '../../lib/conditions.ts';
 import type { Runner } from '../../lib/exec.ts';
 import type { Nft } from '../nft/nft.ts';
-import { ensureConntrackAccounting, probeCtTimeout, probeFlowtable, type AcctResult, type ProbeResult } from './probe.ts';
+import {
+  ensureConntrackAccounting,
+  probeCtTimeout,
+  probeFlowtable,
+  type AcctResult,
+  type ProbeResult,
+} from './probe.ts';
 
 /** The gauges this class sets (the agent's metrics, report/metrics.ts, have them). */
 export interface SupportGauges {
@@ -47,7 +53,9 @@ export class NodeSupport {
     const p = await probeFlowtable(this.o.nft);
     const was = this.flowtable;
     this.flowtable = p.supported;
-    this.flowtableDetail = p.supported ? 'kernel supports flowtables' : `kernel has no flowtable support (adding a flowtable failed: ${p.reason}; needs nf_flow_table_inet and nft_flow_offload)`;
+    this.flowtableDetail = p.supported
+      ? 'kernel supports flowtables'
+      : `kernel has no flowtable support (adding a flowtable failed: ${p.reason}; needs nf_flow_table_inet and nft_flow_offload)`;
     this.o.metrics.flowtableSupported.set(p.supported ? 1 : 0);
     this.report('flowtable', p, was, {
       appeared: 'flowtable support appeared; upgrading the ruleset in place',
@@ -60,7 +68,9 @@ export class NodeSupport {
     const p = await probeCtTimeout(this.o.nft);
     const was = this.ctTimeout;
     this.ctTimeout = p.supported;
-    this.ctTimeoutDetail = p.supported ? 'kernel supports ct timeout objects' : `kernel has no ct timeout support (${p.reason}; needs nft_ct with CONFIG_NF_CONNTRACK_TIMEOUT): ShortLived Services keep the default timeouts`;
+    this.ctTimeoutDetail = p.supported
+      ? 'kernel supports ct timeout objects'
+      : `kernel has no ct timeout support (${p.reason}; needs nft_ct with CONFIG_NF_CONNTRACK_TIMEOUT): ShortLived Services keep the default timeouts`;
     this.o.metrics.conntrackTimeoutSupported.set(p.supported ? 1 : 0);
     this.report('ct-timeout', p, was, {
       appeared: 'ct timeout support appeared; programming ShortLived timeouts',
@@ -91,6 +101,10 @@ export class NodeSupport {
     this.o.metrics.conntrackAccounting.set(this.acct.enabled ? 1 : 0);
     if (!this.o.conditions.changed('acct', `${this.acct.enabled}:${this.acct.detail}`)) return;
     if (this.acct.enabled) this.o.log.info({ detail: this.acct.detail }, 'conntrack accounting on');
-    else this.o.log.error({ detail: this.acct.detail }, 'conntrack accounting is off: offload-after-packets thresholds cannot pass');
+    else
+      this.o.log.error(
+        { detail: this.acct.detail },
+        'conntrack accounting is off: offload-after-packets thresholds cannot pass',
+      );
   }
 }

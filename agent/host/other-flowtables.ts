@@ -26,7 +26,9 @@ export interface Flowtable {
 }
 
 const Listing = z.object({
-  nftables: z.array(z.looseObject({ flowtable: FlowtableJson.extend({ family: z.string(), table: z.string() }).optional() })),
+  nftables: z.array(
+    z.looseObject({ flowtable: FlowtableJson.extend({ family: z.string(), table: z.string() }).optional() }),
+  ),
 });
 
 /** Every flowtable of `nft -j list flowtables` (pure). */
@@ -35,7 +37,12 @@ export function parseFlowtables(json: string): Flowtable[] {
   for (const item of Listing.parse(JSON.parse(json)).nftables) {
     const f = item.flowtable;
     if (!f) continue;
-    out.push({ table: `${f.family} ${f.table}`, name: f.name, priority: f.prio ?? null, devices: [...flowtableDevices(f)].sort() });
+    out.push({
+      table: `${f.family} ${f.table}`,
+      name: f.name,
+      priority: f.prio ?? null,
+      devices: [...flowtableDevices(f)].sort(),
+    });
   }
   return out;
 }

@@ -26,7 +26,11 @@ export interface ProbeResult {
 /** The same, for ShortLived: a `ct timeout` object and a rule that sets it (nft_ct's timeout support). */
 const CT_TIMEOUT_PROBE: Transaction = [
   add({ type: 'table' }),
-  add({ type: 'ct timeout', name: 't', spec: { protocol: 'udp', l3proto: 'ip', policy: { unreplied: 5, replied: 5 } } }),
+  add({
+    type: 'ct timeout',
+    name: 't',
+    spec: { protocol: 'udp', l3proto: 'ip', policy: { unreplied: 5, replied: 5 } },
+  }),
   add({ type: 'chain', name: 'c', base: { hook: 'prerouting', priority: -150 } }),
   add({ type: 'rule', chain: 'c', rule: 'ct state new ct timeout set "t"' }),
 ];
@@ -59,7 +63,10 @@ const ACCT = 'net.netfilter.nf_conntrack_acct';
 export async function ensureConntrackAccounting(run: Runner): Promise<AcctResult> {
   const read = await run(['sysctl', '-n', ACCT]);
   if (read.code !== 0) {
-    return { enabled: false, detail: `cannot read ${ACCT}: ${read.stderr.trim() || `exit ${read.code}`} (is nf_conntrack loaded?)` };
+    return {
+      enabled: false,
+      detail: `cannot read ${ACCT}: ${read.stderr.trim() || `exit ${read.code}`} (is nf_conntrack loaded?)`,
+    };
   }
   if (read.stdout.trim() === '1') return { enabled: true, detail: `${ACCT} is 1` };
   const write = await run(['sysctl', '-w', `${ACCT}=1`]);

@@ -34,11 +34,15 @@ export class NftError extends FlowhintError {
 }
 
 /** What `nft -c` said of a transaction: valid, or why not. */
-export type CheckResult = { readonly ok: true } | { readonly ok: false; readonly failure: NftFailure; readonly stderr: string };
+export type CheckResult =
+  { readonly ok: true } | { readonly ok: false; readonly failure: NftFailure; readonly stderr: string };
 
 const Named = z.looseObject({ name: z.string(), table: z.string().optional(), family: z.string().optional() });
 /** A flowtable as `nft -j` prints it (its table's own listing, or `list flowtables`). */
-export const FlowtableJson = Named.extend({ prio: z.number().optional(), dev: z.union([z.string(), z.array(z.string())]).optional() });
+export const FlowtableJson = Named.extend({
+  prio: z.number().optional(),
+  dev: z.union([z.string(), z.array(z.string())]).optional(),
+});
 
 /** Its devices: nft prints one device as a string, several as an array. */
 export function flowtableDevices(f: z.infer<typeof FlowtableJson>): string[] {
@@ -50,30 +54,47 @@ const ListingJson = z.looseObject({
   nftables: z.array(
     z.looseObject({
       chain: Hooked.optional(),
-      rule: z.looseObject({ chain: z.string(), expr: z.array(z.record(z.string(), z.unknown())).optional() }).optional(),
+      rule: z
+        .looseObject({ chain: z.string(), expr: z.array(z.record(z.string(), z.unknown())).optional() })
+        .optional(),
       counter: Named.optional(),
       map: Named.extend({ type: z.union([z.string(), z.array(z.string())]).optional(), elem: ElemJson }).optional(),
-      set: Named.extend({ type: z.union([z.string(), z.array(z.string())]).optional(), flags: z.union([z.string(), z.array(z.string())]).optional(), size: z.number().optional(), elem: ElemJson }).optional(),
+      set: Named.extend({
+        type: z.union([z.string(), z.array(z.string())]).optional(),
+        flags: z.union([z.string(), z.array(z.string())]).optional(),
+        size: z.number().optional(),
+        elem: ElemJson,
+      }).optional(),
       flowtable: FlowtableJson.extend({ handle: z.number().optional() }).optional(),
-      'ct timeout': Named.extend({ protocol: z.enum(['tcp', 'udp']).optional(), l3proto: z.enum(['ip', 'ip6']).optional(), policy: z.record(z.string(), z.number()).optional() }).optional(),
+      'ct timeout': Named.extend({
+        protocol: z.enum(['tcp', 'udp']).optional(),
+        l3proto: z.enum(['ip', 'ip6']).optional(),
+        policy: z.record(z.string(), z.number()).optional(),
+      }).optional(),
     }),
   ),
 });
 
-const SeenElem = z.looseObject({ elem: z.looseObject({ val: z.string(), counter: z.looseObject({ packets: z.number() }).optional() }) });
+const SeenElem = z.looseObject({
+  elem: z.looseObject({ val: z.string(), counter: z.looseObject({ packets: z.number() }).optional() }),
+});
 const Goto = z.looseObject({ goto: z.looseObject({ target: z.string() }) });
 
 /** A value in nft's JSON (a string, a number, a `concat`), as nft writes it in text. */
 function valueText(v: unknown): string {
   if (typeof v === 'string' || typeof v === 'number') return String(v);
-  if (v && typeof v === 'object' && 'concat' in v && Array.isArray(v.concat)) return v.concat.map(valueText).join(' . ');
+  if (v && typeof v === 'object' && 'concat' in v && Array.isArray(v.concat))
+    return v.concat.map(valueText).join(' . ');
   return exprText(v);
 }
 
 /** An expression of a rule: `meta l4proto`, `ct original ip daddr`, `th dport`, a concatenation. */
 function exprText(e: unknown): string {
   if (!e || typeof e !== 'object') return valueText(e);
-  const o = e as Record<string, Record<string, unknown> & { key?: string; dir?: string; protocol?: string; field?: string }>;
+  const o = e as Record<
+    string,
+    Record<string, unknown> & { key?: string; dir?: string; protocol?: string; field?: string }
+  >;
   if (o.meta) return `meta ${o.meta.key}`;
   if (o.ct) return `ct ${o.ct.dir ? `${o.ct.dir} ` : ''}${o.ct.key}`;
   if (o.payload) return `${o.payload.protocol} ${o.payload.field}`;
@@ -144,17 +165,32 @@ export function parseListing(json: string): TableModel {
   };
   for (const o of parsed.nftables) {
     const t = o['ct timeout'];
-    if (t) ctTimeouts.set(t.name, { protocol: t.protocol ?? 'tcp', l3proto: t.l3proto ?? 'ip', policy: t.policy ?? {} });
+    if (t)
+      ctTimeouts.set(t.name, { protocol: t.protocol ?? 'tcp', l3proto: t.l3proto ?? 'ip', policy: t.policy ?? {} });
     if (o.chain) {
       const c = chain(o.chain.name);
-      if (o.chain.hook !== undefined) c.base = { ...(o.chain.type === 'nat' ? { type: 'nat' as const } : {}), hook: o.chain.hook, priority: o.chain.prio ?? 0 };
+      if (o.chain.hook !== undefined)
+        c.base = {
+          ...(o.chain.type === 'nat' ? { type: 'nat' as const } : {}),
+          hook: o.chain.hook,
+          priority: o.chain.prio ?? 0,
+        };
     }
     if (o.rule) chain(o.rule.chain).rules.push((o.rule.expr ?? []).map(statementText).join(' '));
     if (o.counter) counters.add(o.counter.name);
     if (o.map) maps.set(o.map.name, { key: keyType(o.map.type), elements: mapElements(o.map.elem) });
     // nft 1.0.6's JSON leaves out `flags dynamic`; the counting sets are the ones with a size.
-    if (o.set) sets.set(o.set.name, { key: keyType(o.set.type), dynamic: [o.set.flags ?? []].flat().includes('dynamic') || o.set.size !== undefined, elements: setElements(o.set.elem) });
-    if (o.flowtable) flowtables.set(o.flowtable.name, { devices: new Set(flowtableDevices(o.flowtable)), handle: o.flowtable.handle ?? 0 });
+    if (o.set)
+      sets.set(o.set.name, {
+        key: keyType(o.set.type),
+        dynamic: [o.set.flags ?? []].flat().includes('dynamic') || o.set.size !== undefined,
+        elements: setElements(o.set.elem),
+      });
+    if (o.flowtable)
+      flowtables.set(o.flowtable.name, {
+        devices: new Set(flowtableDevices(o.flowtable)),
+        handle: o.flowtable.handle ?? 0,
+      });
   }
   return { flowtables, chains, maps, sets, ctTimeouts, counters, nextHandle: 0 };
 }

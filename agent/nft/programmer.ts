@@ -15,7 +15,15 @@ import type { Logger } from 'pino';
 import { diff, emptyState, isEmptyDelta, type DesiredState } from '../state/desired.ts';
 import { drift } from './drift.ts';
 import type { Nft } from './nft.ts';
-import { DELETE_TABLE, FLOWTABLE, deltaTransaction, deviceOps, fullTransaction, shapeOf, type RenderOptions } from './render.ts';
+import {
+  DELETE_TABLE,
+  FLOWTABLE,
+  deltaTransaction,
+  deviceOps,
+  fullTransaction,
+  shapeOf,
+  type RenderOptions,
+} from './render.ts';
 
 /** What is programmed: the state, and how it was rendered (support, devices, flags). */
 export interface Applied {
@@ -71,7 +79,10 @@ export class Programmer {
     if (differences.length > 0) {
       metrics.driftRepairs.inc();
       const count = differences.length;
-      log.warn({ differences: differences.slice(0, 5), count }, 'table differs from what flowhint last programmed (drift); repairing');
+      log.warn(
+        { differences: differences.slice(0, 5), count },
+        'table differs from what flowhint last programmed (drift); repairing',
+      );
     }
     try {
       await nft.apply(fullTransaction(target, render(devices), current));
@@ -90,7 +101,11 @@ export class Programmer {
   }
 
   /** The Services `keys` as in `target`, and the flowtable's devices if `devices` is given. */
-  async partial(target: DesiredState, keys: ReadonlySet<string>, devices: readonly string[] | undefined): Promise<undefined> {
+  async partial(
+    target: DesiredState,
+    keys: ReadonlySet<string>,
+    devices: readonly string[] | undefined,
+  ): Promise<undefined> {
     const { nft, log } = this.o;
     const before = this.devices;
     // The flowtable exists only while a LongLived Service does (a partial sync keeps the shape).

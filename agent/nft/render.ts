@@ -187,7 +187,8 @@ function flowtableOps(o: RenderOptions, current: TableModel | undefined): { befo
   const before: Op[] = [];
   const after: Op[] = [];
   const existing = current?.flowtables.get(FLOWTABLE);
-  for (const name of current?.flowtables.keys() ?? []) if (name !== FLOWTABLE) after.push(del({ type: 'flowtable', name }));
+  for (const name of current?.flowtables.keys() ?? [])
+    if (name !== FLOWTABLE) after.push(del({ type: 'flowtable', name }));
   if (!o.flowtable) {
     if (existing) after.push(del(flowtable()));
     return { before, after };
@@ -216,7 +217,11 @@ export function deviceOps(current: Iterable<string>, wanted: readonly string[]):
 
 function chainOps(name: string, c: ChainSpec, o: RenderOptions): Op[] {
   const chain = { type: 'chain', name: chainId(name) } as const;
-  return [add(chain), flush(chain), ...c.rules.map((rule) => add({ type: 'rule', chain: chain.name, rule: ruleText(c.family, rule, o) }))];
+  return [
+    add(chain),
+    flush(chain),
+    ...c.rules.map((rule) => add({ type: 'rule', chain: chain.name, rule: ruleText(c.family, rule, o) })),
+  ];
 }
 
 /** The ct timeout object and the chain that sets it, for one (family, protocol, seconds). */
@@ -224,16 +229,26 @@ function shortChainOps(name: string, c: ShortChain, o: RenderOptions): Op[] {
   const chain = { type: 'chain', name: chainId(name) } as const;
   const obj = timeoutObjectName(chain.name);
   const secs = Number(int(c.seconds, 1, 600));
-  const states = c.proto === 'udp' ? ['unreplied', 'replied'] : ['fin_wait', 'close_wait', 'last_ack', 'time_wait', 'close'];
+  const states =
+    c.proto === 'udp' ? ['unreplied', 'replied'] : ['fin_wait', 'close_wait', 'last_ack', 'time_wait', 'close'];
   const ops = [add(chain), flush(chain)];
   if (o.ctTimeout === false) return ops;
-  const timeout = add({ type: 'ct timeout', name: obj, spec: { protocol: c.proto, l3proto: c.family, policy: Object.fromEntries(states.map((s) => [s, secs])) } });
+  const timeout = add({
+    type: 'ct timeout',
+    name: obj,
+    spec: { protocol: c.proto, l3proto: c.family, policy: Object.fromEntries(states.map((s) => [s, secs])) },
+  });
   return [timeout, ...ops, add({ type: 'rule', chain: chain.name, rule: `ct timeout set "${obj}"` })];
 }
 
 function shortElement(key: string, goto?: string): Op['obj'] {
   const e = parseElementKey(key);
-  return { type: 'element', set: SHORT_MAP[e.address.family], key: [addr(e.address), e.proto === 'tcp' ? 'tcp' : 'udp', int(e.port, 1, 65535)], ...(goto ? { goto: chainId(goto) } : {}) };
+  return {
+    type: 'element',
+    set: SHORT_MAP[e.address.family],
+    key: [addr(e.address), e.proto === 'tcp' ? 'tcp' : 'udp', int(e.port, 1, 65535)],
+    ...(goto ? { goto: chainId(goto) } : {}),
+  };
 }
 
 function vipElement(a: Address, goto?: string): Op['obj'] {
@@ -241,7 +256,11 @@ function vipElement(a: Address, goto?: string): Op['obj'] {
 }
 
 function longElement(e: LongElement): Op['obj'] {
-  return { type: 'element', set: LONG_SET[e.address.family], key: [addr(e.address), e.proto === 'tcp' ? 'tcp' : 'udp', int(e.port, 1, 65535)] };
+  return {
+    type: 'element',
+    set: LONG_SET[e.address.family],
+    key: [addr(e.address), e.proto === 'tcp' ? 'tcp' : 'udp', int(e.port, 1, 65535)],
+  };
 }
 
 const rule = (chain: string, text: string): Op => add({ type: 'rule', chain, rule: text });
@@ -256,12 +275,32 @@ function fixedChains(shape: Shape, o: RenderOptions): Array<{ name: string; base
   return [
     ...(shape.long
       ? [
-          { name: HINTED_CHAIN, rules: [`ct state established ct status dnat ct original ip daddr vmap @${MAP.ip}`, `ct state established ct status dnat ct original ip6 daddr vmap @${MAP.ip6}`] },
-          { name: BASE_CHAIN, base: { type: 'filter' as const, hook: 'forward', priority: 10 }, rules: [`ct mark & ${bit} != 0 goto ${HINTED_CHAIN}`] },
+          {
+            name: HINTED_CHAIN,
+            rules: [
+              `ct state established ct status dnat ct original ip daddr vmap @${MAP.ip}`,
+              `ct state established ct status dnat ct original ip6 daddr vmap @${MAP.ip6}`,
+            ],
+          },
+          {
+            name: BASE_CHAIN,
+            base: { type: 'filter' as const, hook: 'forward', priority: 10 },
+            rules: [`ct mark & ${bit} != 0 goto ${HINTED_CHAIN}`],
+          },
         ]
       : []),
     ...(shape.long || shape.short
-      ? [{ name: NEW_PRE, base: nat('prerouting'), rules: [`${TUPLE.ip} @${LONG_SET.ip} ct mark set ct mark | ${bit}`, `${TUPLE.ip6} @${LONG_SET.ip6} ct mark set ct mark | ${bit}`, ...short] }]
+      ? [
+          {
+            name: NEW_PRE,
+            base: nat('prerouting'),
+            rules: [
+              `${TUPLE.ip} @${LONG_SET.ip} ct mark set ct mark | ${bit}`,
+              `${TUPLE.ip6} @${LONG_SET.ip6} ct mark set ct mark | ${bit}`,
+              ...short,
+            ],
+          },
+        ]
       : []),
     ...(shape.short ? [{ name: NEW_OUT, base: nat('output'), rules: short }] : []),
   ];
@@ -292,14 +331,21 @@ export function fullTransaction(state: DesiredState, o: RenderOptions, current?:
   const shape = shapeOf(state);
   const ft = flowtableOps({ ...o, flowtable: o.flowtable && shape.long }, current);
   const fixed = fixedChains(shape, o);
-  const wantedChains = new Set<string>([...fixed.map((c) => c.name), ...state.chains.keys(), ...state.shortChains.keys()]);
+  const wantedChains = new Set<string>([
+    ...fixed.map((c) => c.name),
+    ...state.chains.keys(),
+    ...state.shortChains.keys(),
+  ]);
   const ownMaps = new Set<string>([MAP.ip, MAP.ip6, SHORT_MAP.ip, SHORT_MAP.ip6]);
   const ownSets = new Set<string>([SEEN.ip, SEEN.ip6, LONG_SET.ip, LONG_SET.ip6]);
   const wantedTimeouts = new Set(o.ctTimeout === false ? [] : [...state.shortChains.keys()].map(timeoutObjectName));
   const stale = (names: Iterable<string>, keep: ReadonlySet<string>) => [...names].sort().filter((n) => !keep.has(n));
   const ops: Op[] = [add({ type: 'table' }), ...ft.before, ...skeleton()];
   ops.push(...fixed.map((c) => add({ type: 'chain', name: c.name, ...(c.base ? { base: c.base } : {}) })));
-  ops.push(...fixed.map((c) => flush({ type: 'chain', name: c.name })), ...[...ownMaps].map((name) => flush({ type: 'map', name })));
+  ops.push(
+    ...fixed.map((c) => flush({ type: 'chain', name: c.name })),
+    ...[...ownMaps].map((name) => flush({ type: 'map', name })),
+  );
   ops.push(...[LONG_SET.ip, LONG_SET.ip6].map((name) => flush({ type: 'set', name })));
   const chains = stale(current?.chains.keys() ?? [], wantedChains);
   const maps = stale(current?.maps.keys() ?? [], ownMaps);
@@ -313,12 +359,14 @@ export function fullTransaction(state: DesiredState, o: RenderOptions, current?:
   ops.push(...fixed.flatMap((c) => c.rules.map((text) => rule(c.name, text))));
   for (const name of chains) ops.push(del({ type: 'chain', name }));
   for (const name of maps) ops.push(del({ type: 'map', name }));
-  for (const name of stale(current?.ctTimeouts.keys() ?? [], wantedTimeouts)) ops.push(del({ type: 'ct timeout', name }));
+  for (const name of stale(current?.ctTimeouts.keys() ?? [], wantedTimeouts))
+    ops.push(del({ type: 'ct timeout', name }));
   for (const name of stale(current?.sets.keys() ?? [], ownSets)) ops.push(del({ type: 'set', name }));
   for (const name of [...(current?.counters ?? [])].sort()) ops.push(del({ type: 'counter', name }));
   for (const family of ['ip', 'ip6'] as const) {
     for (const a of current?.sets.get(SEEN[family])?.elements.keys() ?? []) {
-      if (!state.chainOf.has(`${family} ${a}`)) ops.push(del({ type: 'element', set: SEEN[family], key: [addr({ family, addr: a })] }));
+      if (!state.chainOf.has(`${family} ${a}`))
+        ops.push(del({ type: 'element', set: SEEN[family], key: [addr({ family, addr: a })] }));
     }
   }
   ops.push(...ft.after);

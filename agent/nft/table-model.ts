@@ -59,13 +59,23 @@ export interface TableModel {
 }
 
 export function emptyModel(): TableModel {
-  return { flowtables: new Map(), chains: new Map(), maps: new Map(), sets: new Map(), ctTimeouts: new Map(), counters: new Set(), nextHandle: 1 };
+  return {
+    flowtables: new Map(),
+    chains: new Map(),
+    maps: new Map(),
+    sets: new Map(),
+    ctTimeouts: new Map(),
+    counters: new Set(),
+    nextHandle: 1,
+  };
 }
 
 /** What nft says when the kernel refuses; the fake prints the same words. */
 export class TransactionError extends Error {
   constructor(op: Op, reason: 'No such file or directory' | 'Device or resource busy' | 'File exists', detail: string) {
-    super(`Error: Could not process rule: ${reason} (${detail}: ${op.verb} ${op.obj.type}${'name' in op.obj ? ` ${op.obj.name}` : ''})`);
+    super(
+      `Error: Could not process rule: ${reason} (${detail}: ${op.verb} ${op.obj.type}${'name' in op.obj ? ` ${op.obj.name}` : ''})`,
+    );
     this.name = 'TransactionError';
   }
 }
@@ -88,7 +98,8 @@ interface Mutable {
 }
 
 function thaw(m: TableModel | undefined): Mutable {
-  const copy = <V>(x: ReadonlyMap<string, { key: string; elements: ReadonlyMap<string, V> }>) => new Map([...x].map(([k, v]) => [k, { key: v.key, elements: new Map(v.elements) }]));
+  const copy = <V>(x: ReadonlyMap<string, { key: string; elements: ReadonlyMap<string, V> }>) =>
+    new Map([...x].map(([k, v]) => [k, { key: v.key, elements: new Map(v.elements) }]));
   const s = m ?? emptyModel();
   return {
     exists: m !== undefined,
@@ -110,7 +121,11 @@ function freeze(m: Mutable): TableModel {
 /** `@name` references, quoted timeout names and `goto` targets in a rule. */
 function references(rule: string): { objects: string[]; timeouts: string[]; chains: string[] } {
   const all = (re: RegExp) => [...rule.matchAll(re)].map((x) => x[1] ?? '');
-  return { objects: all(/@([A-Za-z0-9_]+)/g), timeouts: all(/ct timeout set "([^"]+)"/g), chains: all(/\bgoto ([A-Za-z0-9_]+)/g) };
+  return {
+    objects: all(/@([A-Za-z0-9_]+)/g),
+    timeouts: all(/ct timeout set "([^"]+)"/g),
+    chains: all(/\bgoto ([A-Za-z0-9_]+)/g),
+  };
 }
 
 function referenced(m: Mutable, test: (rule: string) => boolean): boolean {
@@ -157,7 +172,8 @@ function applyOp(m: Mutable, op: Op, env: ApplyEnv): void {
         c.rules = [];
       } else {
         // The kernel deletes the chain's rules with it; a jump or goto to it holds it.
-        if ([...m.maps.values()].some((s) => [...s.elements.values()].includes(o.name))) throw ebusy('an element jumps to it');
+        if ([...m.maps.values()].some((s) => [...s.elements.values()].includes(o.name)))
+          throw ebusy('an element jumps to it');
         if (referenced(m, (r) => references(r).chains.includes(o.name))) throw ebusy('a rule jumps to it');
         m.chains.delete(o.name);
       }
@@ -185,7 +201,9 @@ function applyOp(m: Mutable, op: Op, env: ApplyEnv): void {
       const c = m.chains.get(o.chain);
       if (!c) throw enoent('no such chain');
       const refs = references(o.rule);
-      for (const name of refs.objects) if (!m.maps.has(name) && !m.sets.has(name) && !m.flowtables.has(name)) throw enoent(`no set, map or flowtable ${name}`);
+      for (const name of refs.objects)
+        if (!m.maps.has(name) && !m.sets.has(name) && !m.flowtables.has(name))
+          throw enoent(`no set, map or flowtable ${name}`);
       for (const name of refs.timeouts) if (!m.ctTimeouts.has(name)) throw enoent(`no ct timeout ${name}`);
       for (const name of refs.chains) if (!m.chains.has(name)) throw enoent(`no chain ${name}`);
       if (op.verb !== 'add') throw enoent('rules are deleted by handle, which this model does not use');
@@ -209,7 +227,8 @@ function applyOp(m: Mutable, op: Op, env: ApplyEnv): void {
       }
       if (!o.goto || !m.chains.has(o.goto)) throw enoent(`no chain ${o.goto ?? '(none)'}`);
       const have = map.elements.get(key);
-      if (have !== undefined && have !== o.goto) throw new TransactionError(op, 'File exists', `element ${key} goes to ${have}`);
+      if (have !== undefined && have !== o.goto)
+        throw new TransactionError(op, 'File exists', `element ${key} goes to ${have}`);
       map.elements.set(key, o.goto);
       return;
     }
@@ -236,7 +255,11 @@ function applyOp(m: Mutable, op: Op, env: ApplyEnv): void {
  * Apply one transaction to the table (undefined: the table does not exist). All or
  * nothing: it returns the new table, or throws a TransactionError and `table` is untouched.
  */
-export function applyTransaction(table: TableModel | undefined, tx: Transaction, env: ApplyEnv = {}): TableModel | undefined {
+export function applyTransaction(
+  table: TableModel | undefined,
+  tx: Transaction,
+  env: ApplyEnv = {},
+): TableModel | undefined {
   const m = thaw(table);
   for (const op of tx) applyOp(m, op, env);
   return m.exists ? freeze(m) : undefined;
@@ -247,7 +270,19 @@ export function applyTransaction(table: TableModel | undefined, tx: Transaction,
  * `nft list` shows only the states of a policy that differ from these.
  */
 const KERNEL_DEFAULTS: Readonly<Record<'tcp' | 'udp', Readonly<Record<string, number>>>> = {
-  tcp: { syn_sent: 120, syn_recv: 60, established: 432000, fin_wait: 120, close_wait: 60, last_ack: 30, time_wait: 120, close: 10, syn_sent2: 120, retrans: 300, unack: 300 },
+  tcp: {
+    syn_sent: 120,
+    syn_recv: 60,
+    established: 432000,
+    fin_wait: 120,
+    close_wait: 60,
+    last_ack: 30,
+    time_wait: 120,
+    close: 10,
+    syn_sent2: 120,
+    retrans: 300,
+    unack: 300,
+  },
   udp: { unreplied: 30, replied: 120 },
 };
 
@@ -267,7 +302,11 @@ const hookText = (h: Hook | undefined) => (h ? `${h.type ?? 'filter'} ${h.hook} 
  * `devices: 'subset'` accepts fewer flowtable devices than expected (the kernel drops a
  * device that disappears, which is not drift).
  */
-export function tableDiff(want: TableModel | undefined, have: TableModel | undefined, o: { devices?: 'exact' | 'subset' } = {}): string[] {
+export function tableDiff(
+  want: TableModel | undefined,
+  have: TableModel | undefined,
+  o: { devices?: 'exact' | 'subset' } = {},
+): string[] {
   if (!want || !have) return want === have ? [] : [want ? 'the table is missing' : 'the table exists but should not'];
   const out: string[] = [];
   const names = (a: ReadonlyMap<string, unknown>, b: ReadonlyMap<string, unknown>, what: string) => {
@@ -278,8 +317,10 @@ export function tableDiff(want: TableModel | undefined, have: TableModel | undef
   for (const [name, w] of want.chains) {
     const h = have.chains.get(name);
     if (!h) continue;
-    if (hookText(w.base) !== hookText(h.base)) out.push(`chain ${name} hooks ${hookText(h.base)}, not ${hookText(w.base)}`);
-    if (w.rules.join('\n') !== h.rules.join('\n')) out.push(`chain ${name} has rules [${h.rules.join('; ')}], not [${w.rules.join('; ')}]`);
+    if (hookText(w.base) !== hookText(h.base))
+      out.push(`chain ${name} hooks ${hookText(h.base)}, not ${hookText(w.base)}`);
+    if (w.rules.join('\n') !== h.rules.join('\n'))
+      out.push(`chain ${name} has rules [${h.rules.join('; ')}], not [${w.rules.join('; ')}]`);
   }
   names(want.maps, have.maps, 'map');
   for (const [name, w] of want.maps) {
@@ -287,7 +328,8 @@ export function tableDiff(want: TableModel | undefined, have: TableModel | undef
     if (!h) continue;
     for (const [k, v] of w.elements) {
       const got = h.elements.get(k);
-      if (got !== v) out.push(got === undefined ? `map ${name} lacks ${k}` : `map ${name}: ${k} goes to ${got}, not ${v}`);
+      if (got !== v)
+        out.push(got === undefined ? `map ${name} lacks ${k}` : `map ${name}: ${k} goes to ${got}, not ${v}`);
     }
     for (const k of h.elements.keys()) if (!w.elements.has(k)) out.push(`map ${name} has ${k}, which it should not`);
   }
@@ -310,7 +352,10 @@ export function tableDiff(want: TableModel | undefined, have: TableModel | undef
     if (!h) continue;
     const extra = [...h.devices].filter((d) => !w.devices.has(d));
     const lacking = [...w.devices].filter((d) => !h.devices.has(d));
-    if (extra.length > 0 || (o.devices !== 'subset' && lacking.length > 0)) out.push(`flowtable ${name} has devices [${[...h.devices].sort().join(', ')}], not [${[...w.devices].sort().join(', ')}]`);
+    if (extra.length > 0 || (o.devices !== 'subset' && lacking.length > 0))
+      out.push(
+        `flowtable ${name} has devices [${[...h.devices].sort().join(', ')}], not [${[...w.devices].sort().join(', ')}]`,
+      );
   }
   return out;
 }

@@ -30,7 +30,12 @@ export type Obj =
    * `add`: create it (`hook ingress priority filter`), or add `devices` to it. `delete`
    * with devices: remove those devices only; without: the flowtable itself.
    */
-  | { readonly type: 'flowtable'; readonly name: string; readonly devices?: readonly string[]; readonly counter?: boolean }
+  | {
+      readonly type: 'flowtable';
+      readonly name: string;
+      readonly devices?: readonly string[];
+      readonly counter?: boolean;
+    }
   | { readonly type: 'chain'; readonly name: string; readonly base?: Hook }
   /** A verdict map: key type (nft's names, concatenated with ` . `) to a `goto`. `key` only to add. */
   | { readonly type: 'map'; readonly name: string; readonly key?: string }
@@ -87,15 +92,20 @@ function objText(op: Op, table: string): string {
     case 'table':
       return `table ${T}`;
     case 'flowtable':
-      if (op.verb === 'delete') return o.devices ? `flowtable ${T} ${o.name} {${devicesClause(o.devices)} }` : `flowtable ${T} ${o.name}`;
+      if (op.verb === 'delete')
+        return o.devices ? `flowtable ${T} ${o.name} {${devicesClause(o.devices)} }` : `flowtable ${T} ${o.name}`;
       return `flowtable ${T} ${o.name} { hook ingress priority filter;${devicesClause(o.devices ?? [])}${o.counter ? ' counter;' : ''} }`;
     case 'chain':
-      return o.base && op.verb === 'add' ? `chain ${T} ${o.name} { type ${o.base.type ?? 'filter'} hook ${o.base.hook} priority ${priority(o.base.priority)}; policy accept; }` : `chain ${T} ${o.name}`;
+      return o.base && op.verb === 'add'
+        ? `chain ${T} ${o.name} { type ${o.base.type ?? 'filter'} hook ${o.base.hook} priority ${priority(o.base.priority)}; policy accept; }`
+        : `chain ${T} ${o.name}`;
     case 'map':
       return op.verb === 'add' ? `map ${T} ${o.name} { type ${need(o.key, o)} : verdict; }` : `map ${T} ${o.name}`;
     case 'set':
       if (op.verb !== 'add') return `set ${T} ${o.name}`;
-      return o.size === undefined ? `set ${T} ${o.name} { type ${need(o.key, o)}; }` : `set ${T} ${o.name} { type ${need(o.key, o)}; size ${o.size}; flags dynamic; counter; }`;
+      return o.size === undefined
+        ? `set ${T} ${o.name} { type ${need(o.key, o)}; }`
+        : `set ${T} ${o.name} { type ${need(o.key, o)}; size ${o.size}; flags dynamic; counter; }`;
     case 'rule':
       return `rule ${T} ${o.chain} ${o.rule}`;
     case 'element':
@@ -103,7 +113,9 @@ function objText(op: Op, table: string): string {
     case 'ct timeout': {
       if (op.verb !== 'add') return `ct timeout ${T} ${o.name}`;
       const spec = need(o.spec, o);
-      const policy = Object.entries(spec.policy).map(([state, secs]) => `${state} : ${secs}`).join(', ');
+      const policy = Object.entries(spec.policy)
+        .map(([state, secs]) => `${state} : ${secs}`)
+        .join(', ');
       return `ct timeout ${T} ${o.name} { protocol ${spec.protocol}; l3proto ${spec.l3proto}; policy = { ${policy} }; }`;
     }
     case 'counter':

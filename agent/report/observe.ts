@@ -11,7 +11,13 @@ import type { DesiredState } from '../state/desired.ts';
 import { BYPASS_DETAIL, bypassText, localDelivery, readLocalDelivery, type Bypass } from '../host/local-delivery.ts';
 import type { AgentMetrics } from './metrics.ts';
 import type { Nft } from '../nft/nft.ts';
-import { OTHER_FLOWTABLE_DETAIL, flowtableText, otherFlowtables, readFlowtables, type Flowtable } from '../host/other-flowtables.ts';
+import {
+  OTHER_FLOWTABLE_DETAIL,
+  flowtableText,
+  otherFlowtables,
+  readFlowtables,
+  type Flowtable,
+} from '../host/other-flowtables.ts';
 import { SEEN } from '../nft/render.ts';
 import { FAMILY, TABLE } from '../nft/transaction.ts';
 
@@ -68,10 +74,20 @@ export class Observer {
         this.o.metrics.notOffloadablePorts.set({ service, reason }, list.filter((b) => b.reason === reason).length);
       }
       if (JSON.stringify(list) !== JSON.stringify(this.bypassed.get(service))) {
-        this.o.log.warn({ service, ports: list.map(bypassText), reasons: [...new Set(list.map((b) => b.reason))], detail: [...new Set(list.map((b) => BYPASS_DETAIL[b.reason]))] }, 'ports delivered locally on this node; never offloaded');
+        this.o.log.warn(
+          {
+            service,
+            ports: list.map(bypassText),
+            reasons: [...new Set(list.map((b) => b.reason))],
+            detail: [...new Set(list.map((b) => BYPASS_DETAIL[b.reason]))],
+          },
+          'ports delivered locally on this node; never offloaded',
+        );
       }
     }
-    const changed = now.size !== this.bypassed.size || [...now].some(([k, v]) => JSON.stringify(v) !== JSON.stringify(this.bypassed.get(k)));
+    const changed =
+      now.size !== this.bypassed.size ||
+      [...now].some(([k, v]) => JSON.stringify(v) !== JSON.stringify(this.bypassed.get(k)));
     this.bypassed = now;
     if (changed) this.o.changed();
   }
@@ -83,7 +99,11 @@ export class Observer {
     const now = otherFlowtables(all, `${FAMILY} ${TABLE}`, devices);
     this.o.metrics.otherFlowtables.set(now.length);
     if (JSON.stringify(now) === JSON.stringify(this.others)) return;
-    if (now.length > 0) this.o.log.warn({ flowtables: now.map(flowtableText), detail: OTHER_FLOWTABLE_DETAIL }, 'other flowtables on flowhint devices');
+    if (now.length > 0)
+      this.o.log.warn(
+        { flowtables: now.map(flowtableText), detail: OTHER_FLOWTABLE_DETAIL },
+        'other flowtables on flowhint devices',
+      );
     else this.o.log.info('no other flowtables on flowhint devices any more');
     this.others = now;
     this.o.changed();

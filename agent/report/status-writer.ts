@@ -47,13 +47,18 @@ export class StatusWriter {
     if (!dir) return;
     const doc = this.o.doc();
     const { log, conditions } = this.o;
-    this.writes = this.writes.then(() => writeStatus(dir, doc)).then(
-      () => void conditions.changed('status-file', 'ok'),
-      (err: unknown) => {
-        if (!conditions.changed('status-file', 'failing')) return;
-        log.warn({ err: errorMessage(err), dir }, 'cannot write status file; `flowhint status` will not see this agent');
-      },
-    );
+    this.writes = this.writes
+      .then(() => writeStatus(dir, doc))
+      .then(
+        () => void conditions.changed('status-file', 'ok'),
+        (err: unknown) => {
+          if (!conditions.changed('status-file', 'failing')) return;
+          log.warn(
+            { err: errorMessage(err), dir },
+            'cannot write status file; `flowhint status` will not see this agent',
+          );
+        },
+      );
     await this.writes;
   }
 }

@@ -47,7 +47,14 @@ const ServiceStatus = z.object({
   offloadedNow: z.number().nullable().optional(),
   /** Ports this node delivers locally (kube-proxy IPVS mode, a local address): never offloaded. */
   notOffloaded: z
-    .array(z.object({ address: z.string(), proto: z.enum(['tcp', 'udp']), port: z.number(), reason: z.enum(['ipvs', 'local-address']) }))
+    .array(
+      z.object({
+        address: z.string(),
+        proto: z.enum(['tcp', 'udp']),
+        port: z.number(),
+        reason: z.enum(['ipvs', 'local-address']),
+      }),
+    )
     .optional(),
 });
 
@@ -66,7 +73,11 @@ export const StatusDoc = z.object({
   table: z.string(),
   devices: z.array(z.string()),
   /** Other owners' flowtables sharing our devices, with the shared ones (absent from older agents). */
-  otherFlowtables: z.array(z.object({ table: z.string(), name: z.string(), priority: z.number().nullable(), devices: z.array(z.string()) })).default([]),
+  otherFlowtables: z
+    .array(
+      z.object({ table: z.string(), name: z.string(), priority: z.number().nullable(), devices: z.array(z.string()) }),
+    )
+    .default([]),
   services: z.array(ServiceStatus),
   invalid: z.array(z.object({ service: z.string(), code: z.string(), reason: z.string() })),
   lastSync: z
@@ -75,7 +86,10 @@ export const StatusDoc = z.object({
 });
 export type StatusDoc = z.infer<typeof StatusDoc>;
 
-export function servicesStatus(state: DesiredState, bypassed: ReadonlyMap<string, readonly Bypass[]> = new Map()): StatusDoc['services'] {
+export function servicesStatus(
+  state: DesiredState,
+  bypassed: ReadonlyMap<string, readonly Bypass[]> = new Map(),
+): StatusDoc['services'] {
   return [...state.services.values()]
     .sort((a, b) => a.key.localeCompare(b.key))
     .map((e) => ({
@@ -155,25 +169,43 @@ export async function readStatus(dir: string): Promise<StatusDoc | undefined> {
 export function formatStatus(s: StatusDoc): string {
   const lines: string[] = [];
   lines.push(`node: ${s.node.mode === 'supported' ? 'supported' : 'degraded'}: ${s.node.detail}`);
-  lines.push(`conntrack accounting: ${s.node.conntrackAccounting.enabled ? 'on' : 'OFF'} (${s.node.conntrackAccounting.detail})`);
-  if (s.node.conntrackTimeout) lines.push(`conntrack timeouts (ShortLived): ${s.node.conntrackTimeout.supported ? 'supported' : `DEGRADED: ${s.node.conntrackTimeout.detail}`}`);
+  lines.push(
+    `conntrack accounting: ${s.node.conntrackAccounting.enabled ? 'on' : 'OFF'} (${s.node.conntrackAccounting.detail})`,
+  );
+  if (s.node.conntrackTimeout)
+    lines.push(
+      `conntrack timeouts (ShortLived): ${s.node.conntrackTimeout.supported ? 'supported' : `DEGRADED: ${s.node.conntrackTimeout.detail}`}`,
+    );
   lines.push(`table: ${s.table}; devices: ${s.devices.length > 0 ? s.devices.join(', ') : '(none)'}`);
   for (const f of s.otherFlowtables) lines.push(`other flowtable: ${flowtableText(f)}: ${OTHER_FLOWTABLE_DETAIL}`);
   const ls = s.lastSync;
-  lines.push(`last sync: ${ls ? `${ls.at} ${ls.kind} ${ls.ok ? 'ok' : `FAILED: ${ls.error ?? ''}`} (${ls.durationMs} ms)` : 'none yet'}`);
+  lines.push(
+    `last sync: ${ls ? `${ls.at} ${ls.kind} ${ls.ok ? 'ok' : `FAILED: ${ls.error ?? ''}`} (${ls.durationMs} ms)` : 'none yet'}`,
+  );
   lines.push(`services (${s.services.length}):`);
   for (const svc of s.services) {
     const np = svc.nodePorts.length > 0 ? ` nodePorts ${svc.nodePorts.join(',')}` : '';
     if (svc.hint === 'ShortLived') {
-      const n = svc.conntrackEntries === undefined || svc.conntrackEntries === null ? 'conntrack entries: unknown' : `conntrack entries now: ${svc.conntrackEntries}`;
-      lines.push(`  ${svc.service}  ${svc.addresses.join(',')}  ${svc.ports.join(',')}${np}  ShortLived: conntrack timeout ${svc.timeoutSeconds ?? '?'}s  ${n}`);
+      const n =
+        svc.conntrackEntries === undefined || svc.conntrackEntries === null
+          ? 'conntrack entries: unknown'
+          : `conntrack entries now: ${svc.conntrackEntries}`;
+      lines.push(
+        `  ${svc.service}  ${svc.addresses.join(',')}  ${svc.ports.join(',')}${np}  ShortLived: conntrack timeout ${svc.timeoutSeconds ?? '?'}s  ${n}`,
+      );
       continue;
     }
-    const off = svc.offloadedNow === undefined || svc.offloadedNow === null ? 'offloaded: unknown' : `offloaded now: ${svc.offloadedNow}`;
-    lines.push(`  ${svc.service}  ${svc.addresses.join(',')}  ${svc.ports.join(',')}${np}  after ${svc.threshold} packets  ${off}`);
+    const off =
+      svc.offloadedNow === undefined || svc.offloadedNow === null
+        ? 'offloaded: unknown'
+        : `offloaded now: ${svc.offloadedNow}`;
+    lines.push(
+      `  ${svc.service}  ${svc.addresses.join(',')}  ${svc.ports.join(',')}${np}  after ${svc.threshold} packets  ${off}`,
+    );
     for (const reason of ['ipvs', 'local-address'] as const) {
       const ports = (svc.notOffloaded ?? []).filter((b) => b.reason === reason);
-      if (ports.length > 0) lines.push(`    not offloaded: ${ports.map(bypassText).join(', ')}: ${reason}: ${BYPASS_DETAIL[reason]}`);
+      if (ports.length > 0)
+        lines.push(`    not offloaded: ${ports.map(bypassText).join(', ')}: ${reason}: ${BYPASS_DETAIL[reason]}`);
     }
   }
   if (s.invalid.length > 0) {

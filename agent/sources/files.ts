@@ -41,7 +41,10 @@ function isService(doc: unknown): boolean {
 }
 
 /** Parse one file's text into accepted Services and rejections (pure). */
-export function parseManifests(file: string, text: string): { services: Array<[string, unknown]>; rejected: Rejection[]; ignored: number } {
+export function parseManifests(
+  file: string,
+  text: string,
+): { services: Array<[string, unknown]>; rejected: Rejection[]; ignored: number } {
   const services: Array<[string, unknown]> = [];
   const rejected: Rejection[] = [];
   let ignored = 0;
@@ -49,7 +52,19 @@ export function parseManifests(file: string, text: string): { services: Array<[s
   try {
     docs = loadAll(text);
   } catch (err) {
-    return { services, rejected: [{ file, document: 0, key: undefined, code: 'FH_MANIFEST_UNPARSABLE', reason: `not valid YAML/JSON: ${errorMessage(err).split('\n')[0]}` }], ignored };
+    return {
+      services,
+      rejected: [
+        {
+          file,
+          document: 0,
+          key: undefined,
+          code: 'FH_MANIFEST_UNPARSABLE',
+          reason: `not valid YAML/JSON: ${errorMessage(err).split('\n')[0]}`,
+        },
+      ],
+      ignored,
+    };
   }
   // `kind: List` (as `kubectl get -o yaml` writes) contributes its items.
   const flat = docs.flatMap((d) => {
@@ -94,7 +109,14 @@ export async function readServicesDir(dir: string): Promise<DirectoryRead> {
     }
     const r = parseManifests(file, text);
     for (const [key, obj] of r.services) {
-      if (services.has(key)) rejected.push({ file, document: -1, key, code: 'FH_MANIFEST_DUPLICATE', reason: `duplicate Service ${key}: an earlier file defines it; this one is ignored` });
+      if (services.has(key))
+        rejected.push({
+          file,
+          document: -1,
+          key,
+          code: 'FH_MANIFEST_DUPLICATE',
+          reason: `duplicate Service ${key}: an earlier file defines it; this one is ignored`,
+        });
       else services.set(key, obj);
     }
     rejected.push(...r.rejected);
@@ -127,7 +149,11 @@ export class FileSource implements Source {
     this.sink = sink;
     await this.rescan();
     sink.synced();
-    this.watcher = watchDirs([this.o.dir], () => void this.rescan(), { pollMs: this.o.pollMs ?? 2_000, logger: this.o.logger, what: 'services-dir' });
+    this.watcher = watchDirs([this.o.dir], () => void this.rescan(), {
+      pollMs: this.o.pollMs ?? 2_000,
+      logger: this.o.logger,
+      what: 'services-dir',
+    });
   }
 
   async stop(): Promise<void> {
@@ -147,17 +173,24 @@ export class FileSource implements Source {
       read = await readServicesDir(this.o.dir);
     } catch (err) {
       // Keep what is programmed: an unreadable directory is not an empty one.
-      this.o.logger.error({ dir: this.o.dir, err: errorMessage(err) }, 'cannot read services-dir; keeping the current Services');
+      this.o.logger.error(
+        { dir: this.o.dir, err: errorMessage(err) },
+        'cannot read services-dir; keeping the current Services',
+      );
       return;
     }
     // Rejections that name no refused Service are logged here; the sink hears (and logs) the others.
-    const handedOver = (r: Rejection) => r.key !== undefined && !read.services.has(r.key) && this.sink?.refused !== undefined;
+    const handedOver = (r: Rejection) =>
+      r.key !== undefined && !read.services.has(r.key) && this.sink?.refused !== undefined;
     const nowReported = new Set<string>();
     for (const r of read.rejected) {
       const id = `${r.file}#${r.document}:${r.reason}`;
       nowReported.add(id);
       if (this.reported.has(id) || handedOver(r)) continue;
-      this.o.logger.warn({ file: r.file, document: r.document, service: r.key, code: r.code, reason: r.reason }, 'manifest rejected; not programmed');
+      this.o.logger.warn(
+        { file: r.file, document: r.document, service: r.key, code: r.code, reason: r.reason },
+        'manifest rejected; not programmed',
+      );
     }
     this.reported = nowReported;
     const events: SourceEvent[] = [];

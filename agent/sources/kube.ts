@@ -17,7 +17,17 @@
  * overloaded one, or a connection cut without a reset) would hold the agent for 5 minutes
  * after it recovered, so the list gets the same 30 s deadline.
  */
-import { CoreV1Api, KubeConfig, Observable, makeInformer, type ConfigurationOptions, type Informer, type KubernetesObject, type ObjectCache, type V1Service } from '@kubernetes/client-node';
+import {
+  CoreV1Api,
+  KubeConfig,
+  Observable,
+  makeInformer,
+  type ConfigurationOptions,
+  type Informer,
+  type KubernetesObject,
+  type ObjectCache,
+  type V1Service,
+} from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { HINT_LABEL } from '../../api/index.ts';
 import { Backoff } from '../../lib/backoff.ts';
@@ -71,7 +81,10 @@ export class KubeSource implements Source {
     const api = this.o.kubeConfig.makeApiClient(CoreV1Api);
     let synced = false;
     const list = async () => {
-      const result = await api.listServiceForAllNamespaces({ labelSelector: HINT_LABEL }, deadline(this.o.listTimeoutMs ?? DEFAULT_LIST_TIMEOUT_MS));
+      const result = await api.listServiceForAllNamespaces(
+        { labelSelector: HINT_LABEL },
+        deadline(this.o.listTimeoutMs ?? DEFAULT_LIST_TIMEOUT_MS),
+      );
       if (!synced) {
         synced = true;
         // The informer adds the listed items right after this resolves; report after them.
@@ -97,7 +110,10 @@ export class KubeSource implements Source {
       const delay = this.backoff.next();
       this.restarts += 1;
       this.o.onRestart?.(reason);
-      this.o.logger.warn({ err: reason, retryInMs: delay, restarts: this.restarts }, 'service informer stopped; restarting');
+      this.o.logger.warn(
+        { err: reason, retryInMs: delay, restarts: this.restarts },
+        'service informer stopped; restarting',
+      );
       this.restartTimer = setTimeout(() => {
         if (!this.stopped) void informer.start().catch(() => {});
       }, delay);

@@ -4,7 +4,9 @@
  */
 import { serviceKey } from '../../api/index.ts';
 
-export type SourceEvent = { readonly type: 'upsert'; readonly key: string; readonly object: unknown } | { readonly type: 'delete'; readonly key: string };
+export type SourceEvent =
+  | { readonly type: 'upsert'; readonly key: string; readonly object: unknown }
+  | { readonly type: 'delete'; readonly key: string };
 
 export interface SourceSink {
   /** Changes, in order. A source may batch them. */

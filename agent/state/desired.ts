@@ -15,11 +15,27 @@
  * `diff` compares two states. Given the ids that changed it looks only at those, so the
  * cost of a sync follows the change, not the number of Services.
  */
-import { HINTS, effectiveThreshold, effectiveTimeout, isOffloadable, portProtocol, type EffectiveHint, type TrafficHint } from '../../api/index.ts';
+import {
+  HINTS,
+  effectiveThreshold,
+  effectiveTimeout,
+  isOffloadable,
+  portProtocol,
+  type EffectiveHint,
+  type TrafficHint,
+} from '../../api/index.ts';
 import { addressKey, keyToAddress, parseAddress, shortHash, type Address, type Proto } from './address.ts';
 import { PMap, diffRefs, moveRef, pendingSet } from './pmap.ts';
-import { asUpdates, diffShort, emptyShort, moveElements, relinkShort, shortElements, type ShortDelta, type ShortState } from './short-lived.ts';
-
+import {
+  asUpdates,
+  diffShort,
+  emptyShort,
+  moveElements,
+  relinkShort,
+  shortElements,
+  type ShortDelta,
+  type ShortState,
+} from './short-lived.ts';
 
 export interface PortMatch {
   readonly proto: Proto;
@@ -113,7 +129,8 @@ export function serviceEntry(hint: EffectiveHint, defaultThreshold: number, defa
     if (validPort(p.nodePort)) nodePorts.push({ proto, port: p.nodePort });
   }
   const byPort = (x: PortMatch) => `${x.proto}/${x.port}`;
-  const sort = (xs: PortMatch[]) => uniqBy(xs, byPort).sort((a, b) => a.proto.localeCompare(b.proto) || a.port - b.port);
+  const sort = (xs: PortMatch[]) =>
+    uniqBy(xs, byPort).sort((a, b) => a.proto.localeCompare(b.proto) || a.port - b.port);
   return {
     key: hint.key,
     hint: hint.hint,
@@ -126,7 +143,15 @@ export function serviceEntry(hint: EffectiveHint, defaultThreshold: number, defa
 }
 
 export function emptyState(nodeAddresses: readonly Address[] = []): DesiredState {
-  return { services: PMap.of(), byAddress: PMap.of(), nodeAddresses, nodePortServices: PMap.of(), chainOf: PMap.of(), chains: PMap.of(), ...emptyShort() };
+  return {
+    services: PMap.of(),
+    byAddress: PMap.of(),
+    nodeAddresses,
+    nodePortServices: PMap.of(),
+    chainOf: PMap.of(),
+    chains: PMap.of(),
+    ...emptyShort(),
+  };
 }
 
 /** Whether an entry's connections are offloaded (LongLived), as opposed to ShortLived's timeouts. */
@@ -157,7 +182,10 @@ function relink(state: DesiredState, keys: Iterable<string>): Pick<DesiredState,
 }
 
 /** A new state with these entries set (or removed, for `undefined`). The input is not changed. */
-export function withServices(state: DesiredState, updates: ReadonlyMap<string, ServiceEntry | undefined>): DesiredState {
+export function withServices(
+  state: DesiredState,
+  updates: ReadonlyMap<string, ServiceEntry | undefined>,
+): DesiredState {
   if (updates.size === 0) return state;
   const st = state;
   const touched = new Map<string, Set<string>>();
@@ -200,9 +228,20 @@ export function withNodeAddresses(state: DesiredState, nodeAddresses: readonly A
   // ShortLived NodePorts live on node addresses: move their elements.
   const short = new Map<string, Set<string>>();
   for (const e of st.services.values()) {
-    if (e.timeout !== undefined && e.nodePorts.length > 0) moveElements(st, short, e.key, shortElements({ ...e, vips: [] }, st.nodeAddresses), shortElements({ ...e, vips: [] }, sorted));
+    if (e.timeout !== undefined && e.nodePorts.length > 0)
+      moveElements(
+        st,
+        short,
+        e.key,
+        shortElements({ ...e, vips: [] }, st.nodeAddresses),
+        shortElements({ ...e, vips: [] }, sorted),
+      );
   }
-  const next: DesiredState = { ...st, ...relinkShort(st, asUpdates(short), (id) => st.services.get(id)?.timeout), nodeAddresses: sorted };
+  const next: DesiredState = {
+    ...st,
+    ...relinkShort(st, asUpdates(short), (id) => st.services.get(id)?.timeout),
+    nodeAddresses: sorted,
+  };
   return { ...next, ...relink(next, new Set([...st.nodeAddresses, ...sorted].map(addressKey))) };
 }
 
@@ -265,7 +304,8 @@ export function longOf(state: DesiredState, keys: Iterable<string>): Map<string,
   const out = new Map<string, LongElement>();
   for (const key of keys) {
     const chain = state.chainOf.get(key);
-    for (const r of (chain ? state.chains.get(chain)?.rules : undefined) ?? []) out.set(`${key}|${r.proto}|${r.port}`, { address: keyToAddress(key), proto: r.proto, port: r.port });
+    for (const r of (chain ? state.chains.get(chain)?.rules : undefined) ?? [])
+      out.set(`${key}|${r.proto}|${r.port}`, { address: keyToAddress(key), proto: r.proto, port: r.port });
   }
   return out;
 }
@@ -296,13 +336,18 @@ export function diff(prev: DesiredState, next: DesiredState, changed?: Iterable<
         if (e.nodePorts.length > 0) nodePortsChanged = true;
       }
     }
-    const nodeAddressesChanged = prev.nodeAddresses.map(addressKey).join(',') !== next.nodeAddresses.map(addressKey).join(',');
+    const nodeAddressesChanged =
+      prev.nodeAddresses.map(addressKey).join(',') !== next.nodeAddresses.map(addressKey).join(',');
     if (nodePortsChanged || nodeAddressesChanged) {
       for (const a of [...prev.nodeAddresses, ...next.nodeAddresses]) affected.add(addressKey(a));
     }
     if (nodeAddressesChanged) {
       for (const e of [...prev.services.values(), ...next.services.values()]) {
-        if (e.timeout !== undefined && e.nodePorts.length > 0) shortKeys.push(...shortElements({ ...e, vips: [] }, prev.nodeAddresses), ...shortElements({ ...e, vips: [] }, next.nodeAddresses));
+        if (e.timeout !== undefined && e.nodePorts.length > 0)
+          shortKeys.push(
+            ...shortElements({ ...e, vips: [] }, prev.nodeAddresses),
+            ...shortElements({ ...e, vips: [] }, next.nodeAddresses),
+          );
       }
     }
   } else {
@@ -313,10 +358,21 @@ export function diff(prev: DesiredState, next: DesiredState, changed?: Iterable<
   const removeElements = d.removeKeys.map(keyToAddress);
   const addElements = d.addKeys.map(({ key, chain }) => ({ address: keyToAddress(key), chain }));
   const before = longOf(prev, d.removeKeys);
-  const after = longOf(next, d.addKeys.map((a) => a.key));
+  const after = longOf(
+    next,
+    d.addKeys.map((a) => a.key),
+  );
   const removeLong = [...before].filter(([k]) => !after.has(k)).map(([, e]) => e);
   const addLong = [...after].filter(([k]) => !before.has(k)).map(([, e]) => e);
-  return { addChains: d.addChains, removeElements, addElements, removeChains: d.removeChains, removeLong, addLong, ...diffShort(prev, next, shortKeys) };
+  return {
+    addChains: d.addChains,
+    removeElements,
+    addElements,
+    removeChains: d.removeChains,
+    removeLong,
+    addLong,
+    ...diffShort(prev, next, shortKeys),
+  };
 }
 
 export function isEmptyDelta(d: Delta): boolean {

@@ -108,7 +108,13 @@ export function pendingSet<K, T>(pending: Map<K, Set<T>>, base: ReadonlyMap<K, R
  * name -> spec with a reference count): a chain whose count drops to 0 is removed (`undefined`),
  * one that gains its first reference is made by `make`.
  */
-export function moveRef<C extends { readonly refs: number }>(edits: Map<string, C | undefined>, base: ReadonlyMap<string, C>, from: string | undefined, to: string | undefined, make: () => C): void {
+export function moveRef<C extends { readonly refs: number }>(
+  edits: Map<string, C | undefined>,
+  base: ReadonlyMap<string, C>,
+  from: string | undefined,
+  to: string | undefined,
+  make: () => C,
+): void {
   const get = (name: string) => (edits.has(name) ? edits.get(name) : base.get(name));
   if (from !== undefined) {
     const c = get(from);
@@ -132,7 +138,11 @@ export interface RefView<C> {
  * element `keys` that may have changed (pure): the elements to remove and to add, and the
  * chains the elements seen there make appear or go. Sorted, so transactions are stable.
  */
-export function diffRefs<C>(prev: RefView<C>, next: RefView<C>, keys: Iterable<string>): {
+export function diffRefs<C>(
+  prev: RefView<C>,
+  next: RefView<C>,
+  keys: Iterable<string>,
+): {
   addChains: Array<{ name: string; spec: C }>;
   removeKeys: string[];
   addKeys: Array<{ key: string; chain: string }>;

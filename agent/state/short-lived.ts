@@ -20,7 +20,6 @@
 import { addressKey, keyToAddress, shortHash, type Address, type Proto } from './address.ts';
 import { PMap, diffRefs, moveRef, pendingSet } from './pmap.ts';
 
-
 export interface ShortChain {
   readonly family: Address['family'];
   readonly proto: Proto;
@@ -104,7 +103,13 @@ export function relinkShort(
 }
 
 /** shortBy updates for moving `id` from the `before` elements to the `after` elements. */
-export function moveElements(st: ShortState, pending: Map<string, Set<string>>, id: string, before: readonly string[], after: readonly string[]): void {
+export function moveElements(
+  st: ShortState,
+  pending: Map<string, Set<string>>,
+  id: string,
+  before: readonly string[],
+  after: readonly string[],
+): void {
   for (const k of before) pendingSet(pending, st.shortBy, k).delete(id);
   for (const k of after) pendingSet(pending, st.shortBy, k).add(id);
 }
@@ -122,6 +127,15 @@ export interface ShortDelta {
 
 /** What changes between two ShortStates on these element keys. */
 export function diffShort(prev: ShortState, next: ShortState, keys: Iterable<string>): ShortDelta {
-  const d = diffRefs({ of: prev.shortOf, chains: prev.shortChains }, { of: next.shortOf, chains: next.shortChains }, keys);
-  return { addShortChains: d.addChains, removeShortElements: d.removeKeys, addShortElements: d.addKeys, removeShortChains: d.removeChains };
+  const d = diffRefs(
+    { of: prev.shortOf, chains: prev.shortChains },
+    { of: next.shortOf, chains: next.shortChains },
+    keys,
+  );
+  return {
+    addShortChains: d.addChains,
+    removeShortElements: d.removeKeys,
+    addShortElements: d.addKeys,
+    removeShortChains: d.removeChains,
+  };
 }

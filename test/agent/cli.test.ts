@@ -15,9 +15,25 @@ t.teardown(() => {
   rmSync(dir, { recursive: true, force: true });
   rmSync(state, { recursive: true, force: true });
 });
-writeFileSync(join(dir, 'a.yaml'), `apiVersion: v1\nkind: Service\nmetadata: {name: a, namespace: demo, annotations: {flowhint.dev/traffic-hint: LongLived}}\nspec: {clusterIP: 10.96.0.10, clusterIPs: [10.96.0.10], ports: [{port: 80}]}\n`);
-const cli = (...args: string[]) => spawnSync(process.execPath, ['bin/flowhint.ts', ...args], { encoding: 'utf8', timeout: 60_000 });
-const agentArgs = ['agent', '--services-dir', dir, '--state-dir', state, '--netns', ns.name, '--metrics-port', '0', '--metrics-host', '127.0.0.1'];
+writeFileSync(
+  join(dir, 'a.yaml'),
+  `apiVersion: v1\nkind: Service\nmetadata: {name: a, namespace: demo, annotations: {flowhint.dev/traffic-hint: LongLived}}\nspec: {clusterIP: 10.96.0.10, clusterIPs: [10.96.0.10], ports: [{port: 80}]}\n`,
+);
+const cli = (...args: string[]) =>
+  spawnSync(process.execPath, ['bin/flowhint.ts', ...args], { encoding: 'utf8', timeout: 60_000 });
+const agentArgs = [
+  'agent',
+  '--services-dir',
+  dir,
+  '--state-dir',
+  state,
+  '--netns',
+  ns.name,
+  '--metrics-port',
+  '0',
+  '--metrics-host',
+  '127.0.0.1',
+];
 
 t.test('--once programs and exits 0; status reads it', async (t) => {
   const r = cli(...agentArgs, '--once');
@@ -68,9 +84,15 @@ t.test('SIGTERM in the middle of a sync: the transaction completes, then exit 0'
   t.teardown(() => rmSync(bin, { recursive: true, force: true }));
   const real = spawnSync('sh', ['-c', 'command -v nft'], { encoding: 'utf8' }).stdout.trim();
   // A slow `nft -f` that says when it has started.
-  writeFileSync(join(bin, 'nft'), `#!/bin/sh\nif [ "$1" = "-f" ]; then touch '${bin}/in-sync'; sleep 2; fi\nexec ${real} "$@"\n`);
+  writeFileSync(
+    join(bin, 'nft'),
+    `#!/bin/sh\nif [ "$1" = "-f" ]; then touch '${bin}/in-sync'; sleep 2; fi\nexec ${real} "$@"\n`,
+  );
   chmodSync(join(bin, 'nft'), 0o755);
-  const a = spawn(process.execPath, ['bin/flowhint.ts', ...agentArgs], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, PATH: `${bin}:${process.env.PATH}` } });
+  const a = spawn(process.execPath, ['bin/flowhint.ts', ...agentArgs], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, PATH: `${bin}:${process.env.PATH}` },
+  });
   let out = '';
   a.stdout.on('data', (c: Buffer) => (out += c.toString()));
   for (let i = 0; i < 400 && !existsSync(join(bin, 'in-sync')); i++) await sleep(25);
@@ -79,7 +101,11 @@ t.test('SIGTERM in the middle of a sync: the transaction completes, then exit 0'
   const code = await new Promise((r) => a.once('exit', r));
   t.equal(code, 0);
   t.match(out, /"msg":"synced"/, 'the in-flight sync finished before the exit');
-  t.match(ns.sh('nft', 'list', 'table', 'inet', 'flowhint'), /10\.96\.0\.10 : goto v4_/, 'and its transaction is in the kernel, whole');
+  t.match(
+    ns.sh('nft', 'list', 'table', 'inet', 'flowhint'),
+    /10\.96\.0\.10 : goto v4_/,
+    'and its transaction is in the kernel, whole',
+  );
 });
 
 t.test('cleanup deletes the table; twice is fine', async (t) => {

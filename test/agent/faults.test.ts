@@ -33,11 +33,25 @@ t.test('nft fails 1 call in 3: the agent backs off, recovers, and converges', as
   const wrapper = join(dir, '.nft');
   writeFileSync(counter, '0');
   // Every third transaction (nft -f) fails; reads and checks pass through.
-  writeFileSync(wrapper, `#!/bin/sh\nif [ "$1" = "-f" ]; then n=$(($(cat '${counter}') + 1)); echo $n > '${counter}'; if [ $((n % 3)) -eq 0 ]; then echo "Error: injected failure $n" >&2; exit 1; fi; fi\nexec nft "$@"\n`);
+  writeFileSync(
+    wrapper,
+    `#!/bin/sh\nif [ "$1" = "-f" ]; then n=$(($(cat '${counter}') + 1)); echo $n > '${counter}'; if [ $((n % 3)) -eq 0 ]; then echo "Error: injected failure $n" >&2; exit 1; fi; fi\nexec nft "$@"\n`,
+  );
   chmodSync(wrapper, 0o755);
   const metrics = createAgentMetrics({ defaultMetrics: false });
   const source = new FileSource({ dir, logger: silentLogger(), pollMs: 100 });
-  const agent = new Agent({ run: ns.run, nft: makeNft(ns.run, wrapper), source, logger: silentLogger(), metrics, defaultThreshold: 20, devices: {}, counter: true, minSyncIntervalMs: 20, backoff: { initialMs: 20, maxMs: 200 } });
+  const agent = new Agent({
+    run: ns.run,
+    nft: makeNft(ns.run, wrapper),
+    source,
+    logger: silentLogger(),
+    metrics,
+    defaultThreshold: 20,
+    devices: {},
+    counter: true,
+    minSyncIntervalMs: 20,
+    backoff: { initialMs: 20, maxMs: 200 },
+  });
   await agent.prepare();
   agent.startLoops();
   for (let i = 1; i <= 20; i++) {
@@ -46,16 +60,26 @@ t.test('nft fails 1 call in 3: the agent backs off, recovers, and converges', as
   }
   const nft = makeNft(ns.run);
   // What the 20 manifests ask for, written from them (degraded kernel: no `flow add`).
-  const want = viewText(expectOffloads(Array.from({ length: 20 }, (_, k) => ({ addrs: [`10.96.1.${k + 1}`], ports: [{ port: 1001 + k, threshold: k + 1 }] })), false));
+  const want = viewText(
+    expectOffloads(
+      Array.from({ length: 20 }, (_, k) => ({
+        addrs: [`10.96.1.${k + 1}`],
+        ports: [{ port: 1001 + k, threshold: k + 1 }],
+      })),
+      false,
+    ),
+  );
   let have = '';
   for (let i = 0; i < 200 && have !== want; i++) {
     await sleep(50);
-    have = agent.lastSync?.ok === true ? viewText(offloads((await nft.read()))) : '';
+    have = agent.lastSync?.ok === true ? viewText(offloads(await nft.read())) : '';
   }
   await agent.stop();
   t.equal(have, want, 'the table does what all 20 Services ask for');
   const failures = await metrics.registry.getSingleMetricAsString('flowhint_agent_sync_failures_total');
   const total = [...failures.matchAll(/\} (\d+)/g)].reduce((n, m) => n + Number(m[1]), 0);
   t.ok(total >= 1, `failures counted in metrics (${total})`);
-  t.comment(`nft transactions attempted: ${await import('node:fs').then((fs) => fs.readFileSync(counter, 'utf8').trim())}, failed (injected): ${total}`);
+  t.comment(
+    `nft transactions attempted: ${await import('node:fs').then((fs) => fs.readFileSync(counter, 'utf8').trim())}, failed (injected): ${total}`,
+  );
 });

@@ -6,7 +6,25 @@ import { renderFull } from '../../agent/nft/render.ts';
 import { parseAddress } from '../../agent/state/address.ts';
 import { svc } from '../helpers/agent.ts';
 
-const breakers = [';', '}', '{', '\n', '\r', '"', "'", '#', '\\', '$', '`', '\u0000', ' flush ruleset', '\u2028', '../', '@fastpath', 'goto x'];
+const breakers = [
+  ';',
+  '}',
+  '{',
+  '\n',
+  '\r',
+  '"',
+  "'",
+  '#',
+  '\\',
+  '$',
+  '`',
+  '\u0000',
+  ' flush ruleset',
+  '\u2028',
+  '../',
+  '@fastpath',
+  'goto x',
+];
 
 /** Assertion names must not carry line separators into the TAP stream. */
 const show = (s: string) => JSON.stringify(s).replace(/[\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16)}`);
@@ -14,7 +32,11 @@ const show = (s: string) => JSON.stringify(s).replace(/[\u2028\u2029]/g, (c) => 
 function render(obj: Record<string, unknown>): string {
   const r = readHint(obj);
   if (!r.usable) return '';
-  return renderFull(buildDesired([serviceEntry(r.hint, 20)], [parseAddress('10.0.0.1')!]), { flowtable: true, devices: ['eth0'], counter: true });
+  return renderFull(buildDesired([serviceEntry(r.hint, 20)], [parseAddress('10.0.0.1')!]), {
+    flowtable: true,
+    devices: ['eth0'],
+    counter: true,
+  });
 }
 
 /** Everything a rendering may contain once hashes, addresses, ports and keywords are removed. */
@@ -38,13 +60,30 @@ t.test('hostile names, namespaces, annotations and labels render nothing of them
 });
 
 t.test('hostile addresses and ports are dropped, never rendered', async (t) => {
-  const bad = ['10.96.0.10; flush ruleset', '10.96.0.10 }', 'fe80::1%eth0', '1.2.3', '::', '0.0.0.0', '[::1]', 'None', '', '10.96.0.010', '1.2.3.4\n'];
+  const bad = [
+    '10.96.0.10; flush ruleset',
+    '10.96.0.10 }',
+    'fe80::1%eth0',
+    '1.2.3',
+    '::',
+    '0.0.0.0',
+    '[::1]',
+    'None',
+    '',
+    '10.96.0.010',
+    '1.2.3.4\n',
+  ];
   for (const ip of bad) {
     const text = render(svc({ name: 'x', clusterIPs: [ip, '10.96.0.99'] }));
     t.notOk(text.includes(ip) && ip.length > 0 && ip !== '10.96.0.99', `dropped ${JSON.stringify(ip)}`);
     t.match(text, ALLOWED);
   }
-  const ports = render(svc({ name: 'p', ports: [{ port: 0 }, { port: 70000 }, { port: 80, protocol: 'TCP; flush ruleset' }, { port: 443 }] }));
+  const ports = render(
+    svc({
+      name: 'p',
+      ports: [{ port: 0 }, { port: 70000 }, { port: 80, protocol: 'TCP; flush ruleset' }, { port: 443 }],
+    }),
+  );
   t.notMatch(ports, /flush ruleset|70000|proto-dst 0 |\. 0 \}/);
   t.match(ports, /proto-dst 443 /);
 });

@@ -47,15 +47,36 @@ interface Svc {
 }
 
 const service = (s: Svc) =>
-  svc({ name: s.name, clusterIPs: [s.addr], ports: s.ports.map((p) => ({ port: p.port, protocol: (p.proto ?? 'tcp').toUpperCase() })), ...(s.ports[0]?.threshold !== undefined ? { threshold: String(s.ports[0].threshold) } : {}) });
+  svc({
+    name: s.name,
+    clusterIPs: [s.addr],
+    ports: s.ports.map((p) => ({ port: p.port, protocol: (p.proto ?? 'tcp').toUpperCase() })),
+    ...(s.ports[0]?.threshold !== undefined ? { threshold: String(s.ports[0].threshold) } : {}),
+  });
 
 /** What the table must do for these Services (node address 192.0.2.10 has no NodePorts here). */
 const expected = (list: Svc[]) => expectOffloads(list.map((s) => ({ addrs: [s.addr], ports: s.ports })));
 
-function makeAgent(nft: FakeNft, source: Source, extra: Partial<AgentOptions> = {}): { agent: Agent; metrics: AgentMetrics; lines: Array<Record<string, unknown>> } {
+function makeAgent(
+  nft: FakeNft,
+  source: Source,
+  extra: Partial<AgentOptions> = {},
+): { agent: Agent; metrics: AgentMetrics; lines: Array<Record<string, unknown>> } {
   const metrics = createAgentMetrics({ defaultMetrics: false });
   const { logger, lines } = capturedLogs();
-  const agent = new Agent({ run: fakeHost(nft), nft, source, logger, metrics, defaultThreshold: 20, devices: {}, counter: true, backoff: { initialMs: 5, maxMs: 20 }, minSyncIntervalMs: 1, ...extra });
+  const agent = new Agent({
+    run: fakeHost(nft),
+    nft,
+    source,
+    logger,
+    metrics,
+    defaultThreshold: 20,
+    devices: {},
+    counter: true,
+    backoff: { initialMs: 5, maxMs: 20 },
+    minSyncIntervalMs: 1,
+    ...extra,
+  });
   return { agent, metrics, lines };
 }
 
@@ -113,8 +134,16 @@ t.test('nft itself refuses (a goto to a missing chain): nothing changes, the age
   await agent.prepare();
   t.ok((await agent.sync()).ok);
   const before = nft.table;
-  await t.rejects(nft.apply([{ verb: 'add', obj: { type: 'element', set: 'vips4', key: ['10.1.1.1'], goto: 'v4_0000000000000000' } }]), /No such file or directory/);
-  await t.rejects(nft.apply([{ verb: 'delete', obj: { type: 'element', set: 'vips4', key: ['10.9.9.9'] } }]), /No such file or directory/);
+  await t.rejects(
+    nft.apply([
+      { verb: 'add', obj: { type: 'element', set: 'vips4', key: ['10.1.1.1'], goto: 'v4_0000000000000000' } },
+    ]),
+    /No such file or directory/,
+  );
+  await t.rejects(
+    nft.apply([{ verb: 'delete', obj: { type: 'element', set: 'vips4', key: ['10.9.9.9'] } }]),
+    /No such file or directory/,
+  );
   t.equal(nft.table, before, 'the fake, like nft, applied nothing');
   await agent.stop();
 });
@@ -169,43 +198,74 @@ t.test('a restart over an unchanged table applies nothing that recreates the flo
   await second.agent.stop();
 });
 
-t.test('only what the hints in use need: base chains and flowtable follow the first and last Service of a hint', async (t) => {
-  const nft = new FakeNft(['eth0']);
-  const source = new TestSource([]);
-  const { agent } = makeAgent(nft, source);
-  await agent.prepare();
-  t.ok((await agent.sync()).ok);
-  // What each state must hold, written out here: [chain name with its hook or 'regular'], flowtable.
-  const shape = () => ({
-    chains: [...(nft.table?.chains ?? [])].filter(([n]) => !/^[vs][46]_/.test(n)).map(([n, c]) => `${n}:${c.base ? `${c.base.type ?? 'filter'} ${c.base.hook} ${c.base.priority}` : 'regular'}`).sort(),
-    flowtable: nft.table?.flowtables.has('fastpath') ?? false,
-  });
-  t.same(shape(), { chains: [], flowtable: false }, 'no hinted Service: no base chain, no flowtable, no packet pays anything');
+t.test(
+  'only what the hints in use need: base chains and flowtable follow the first and last Service of a hint',
+  async (t) => {
+    const nft = new FakeNft(['eth0']);
+    const source = new TestSource([]);
+    const { agent } = makeAgent(nft, source);
+    await agent.prepare();
+    t.ok((await agent.sync()).ok);
+    // What each state must hold, written out here: [chain name with its hook or 'regular'], flowtable.
+    const shape = () => ({
+      chains: [...(nft.table?.chains ?? [])]
+        .filter(([n]) => !/^[vs][46]_/.test(n))
+        .map(([n, c]) => `${n}:${c.base ? `${c.base.type ?? 'filter'} ${c.base.hook} ${c.base.priority}` : 'regular'}`)
+        .sort(),
+      flowtable: nft.table?.flowtables.has('fastpath') ?? false,
+    });
+    t.same(
+      shape(),
+      { chains: [], flowtable: false },
+      'no hinted Service: no base chain, no flowtable, no packet pays anything',
+    );
 
-  const dns = svc({ name: 'dns', clusterIPs: ['10.96.0.53'], hint: 'ShortLived', ports: [{ port: 53, protocol: 'UDP' }] });
-  source.upsert(dns);
-  t.equal((await agent.sync()).kind, 'full', 'the first ShortLived Service changes the shape: a full sync');
-  t.same(shape(), { chains: ['new_out:nat output -110', 'new_pre:nat prerouting -110'], flowtable: false }, 'ShortLived alone: the two NAT chains, no forward chain, no flowtable');
+    const dns = svc({
+      name: 'dns',
+      clusterIPs: ['10.96.0.53'],
+      hint: 'ShortLived',
+      ports: [{ port: 53, protocol: 'UDP' }],
+    });
+    source.upsert(dns);
+    t.equal((await agent.sync()).kind, 'full', 'the first ShortLived Service changes the shape: a full sync');
+    t.same(
+      shape(),
+      { chains: ['new_out:nat output -110', 'new_pre:nat prerouting -110'], flowtable: false },
+      'ShortLived alone: the two NAT chains, no forward chain, no flowtable',
+    );
 
-  source.upsert(service(A));
-  t.equal((await agent.sync()).kind, 'full', 'the first LongLived Service: full');
-  t.same(shape(), { chains: ['classify:filter forward 10', 'hinted:regular', 'new_out:nat output -110', 'new_pre:nat prerouting -110'], flowtable: true });
-  t.same(offloads(nft.table), expected([A]));
+    source.upsert(service(A));
+    t.equal((await agent.sync()).kind, 'full', 'the first LongLived Service: full');
+    t.same(shape(), {
+      chains: [
+        'classify:filter forward 10',
+        'hinted:regular',
+        'new_out:nat output -110',
+        'new_pre:nat prerouting -110',
+      ],
+      flowtable: true,
+    });
+    t.same(offloads(nft.table), expected([A]));
 
-  source.upsert(service(B));
-  t.equal((await agent.sync()).kind, 'partial', 'a second LongLived Service keeps the shape: partial');
-  t.same(offloads(nft.table), expected([A, B]));
+    source.upsert(service(B));
+    t.equal((await agent.sync()).kind, 'partial', 'a second LongLived Service keeps the shape: partial');
+    t.same(offloads(nft.table), expected([A, B]));
 
-  source.remove('dns');
-  t.equal((await agent.sync()).kind, 'full', 'the last ShortLived Service goes: full');
-  t.same(shape(), { chains: ['classify:filter forward 10', 'hinted:regular', 'new_pre:nat prerouting -110'], flowtable: true }, 'the output chain only ShortLived needs is gone');
+    source.remove('dns');
+    t.equal((await agent.sync()).kind, 'full', 'the last ShortLived Service goes: full');
+    t.same(
+      shape(),
+      { chains: ['classify:filter forward 10', 'hinted:regular', 'new_pre:nat prerouting -110'], flowtable: true },
+      'the output chain only ShortLived needs is gone',
+    );
 
-  source.remove('a');
-  source.remove('b');
-  t.equal((await agent.sync()).kind, 'full');
-  t.same(shape(), { chains: [], flowtable: false }, 'the last hinted Service goes: nothing per packet is left');
-  await agent.stop();
-});
+    source.remove('a');
+    source.remove('b');
+    t.equal((await agent.sync()).kind, 'full');
+    t.same(shape(), { chains: [], flowtable: false }, 'the last hinted Service goes: nothing per packet is left');
+    await agent.stop();
+  },
+);
 
 t.test('the loop: a burst is batched, failures back off and retry as full syncs', async (t) => {
   const nft = new FakeNft();
@@ -221,8 +281,15 @@ t.test('the loop: a burst is batched, failures back off and retry as full syncs'
   nft.failNext(3);
   const from = nft.transactions.length;
   source.upsert(service(B));
-  await until('converged after three failures', () => agent.lastSync?.ok === true && nft.transactions.length - from === 4);
-  t.same(nft.transactions.slice(from).map((tx) => (isFull(tx) ? 'full' : 'partial')), ['partial', 'full', 'full', 'full'], 'after a failure, only full syncs');
+  await until(
+    'converged after three failures',
+    () => agent.lastSync?.ok === true && nft.transactions.length - from === 4,
+  );
+  t.same(
+    nft.transactions.slice(from).map((tx) => (isFull(tx) ? 'full' : 'partial')),
+    ['partial', 'full', 'full', 'full'],
+    'after a failure, only full syncs',
+  );
   t.same(offloads(nft.table), expected([A, B]));
   const failures = await metric(metrics, 'flowhint_agent_sync_failures_total');
   t.match(failures, /kind="partial"\} 1/);
@@ -231,8 +298,14 @@ t.test('the loop: a burst is batched, failures back off and retry as full syncs'
   const burst = nft.transactions.length;
   for (const s of [C, { ...A, ports: [{ port: 81 }] }]) source.upsert(service(s));
   source.remove('b');
-  await until('the burst is programmed', () => viewText(offloads(nft.table)) === viewText(expected([{ ...A, ports: [{ port: 81 }] }, C])));
-  t.ok(nft.transactions.length - burst <= 2, `three changes in at most two transactions (${nft.transactions.length - burst})`);
+  await until(
+    'the burst is programmed',
+    () => viewText(offloads(nft.table)) === viewText(expected([{ ...A, ports: [{ port: 81 }] }, C])),
+  );
+  t.ok(
+    nft.transactions.length - burst <= 2,
+    `three changes in at most two transactions (${nft.transactions.length - burst})`,
+  );
   await agent.stop();
 });
 
@@ -252,7 +325,10 @@ t.test('drift is content: a re-pointed element or a changed port is seen, counte
   const table = nft.table!;
   const vips4 = table.maps.get('vips4')!;
   const chainB = vips4.elements.get(B.addr)!;
-  nft.table = { ...table, maps: new Map([...table.maps, ['vips4', { ...vips4, elements: new Map([...vips4.elements, [A.addr, chainB]]) }]]) };
+  nft.table = {
+    ...table,
+    maps: new Map([...table.maps, ['vips4', { ...vips4, elements: new Map([...vips4.elements, [A.addr, chainB]]) }]]),
+  };
   t.not(viewText(offloads(nft.table)), viewText(expected([A, B])), 'tampered');
   const r1 = await full();
   t.equal(r1.drift, true, 'a re-pointed element is drift');
@@ -288,12 +364,17 @@ t.test('many partial syncs, then a full one: no false drift', async (t) => {
       live.delete(name);
       source.remove(name);
     } else {
-      const s: Svc = { name, addr: `10.96.1.${rand(20)}`, ports: [{ port: 1000 + rand(3), proto: rand(2) ? 'tcp' : 'udp', threshold: [1, 20][rand(2)]! }] };
+      const s: Svc = {
+        name,
+        addr: `10.96.1.${rand(20)}`,
+        ports: [{ port: 1000 + rand(3), proto: rand(2) ? 'tcp' : 'udp', threshold: [1, 20][rand(2)]! }],
+      };
       // Two Services on one address would merge their ports; keep addresses distinct.
-      for (const [n, o] of live) if (o.addr === s.addr && n !== name) {
-        live.delete(n);
-        source.remove(n);
-      }
+      for (const [n, o] of live)
+        if (o.addr === s.addr && n !== name) {
+          live.delete(n);
+          source.remove(n);
+        }
       live.set(name, s);
       source.upsert(service(s));
     }
@@ -334,8 +415,14 @@ t.test('host polling: devices that come and go are changed in place by the sync 
   const from = nft.transactions.length;
   nft.devices.add('eth2');
   source.upsert(service(B));
-  await until('both applied', () => devices() === 'eth1,eth2' && viewText(offloads(nft.table)) === viewText(expected([A, B])));
-  t.ok(nft.transactions.slice(from).every((tx) => !isFull(tx)), 'without a full sync');
+  await until(
+    'both applied',
+    () => devices() === 'eth1,eth2' && viewText(offloads(nft.table)) === viewText(expected([A, B])),
+  );
+  t.ok(
+    nft.transactions.slice(from).every((tx) => !isFull(tx)),
+    'without a full sync',
+  );
   await agent.stop();
 });
 
@@ -365,7 +452,11 @@ t.test('flowtable support that appears while the agent runs upgrades the ruleset
   await agent.prepare();
   agent.startLoops();
   for (let i = 0; i < 200 && agent.lastSync?.ok !== true; i++) await sleep(5);
-  t.same(offloads(nft.table), expectOffloads([{ addrs: [A.addr], ports: A.ports }], false), 'degraded: counting rules, no flow add');
+  t.same(
+    offloads(nft.table),
+    expectOffloads([{ addrs: [A.addr], ports: A.ports }], false),
+    'degraded: counting rules, no flow add',
+  );
   t.equal(nft.table?.flowtables.size, 0);
   t.equal(lines.filter((l) => /^degraded: kernel has no flowtable support/.test(String(l.msg))).length, 1, 'said once');
   nft.flowtableSupported = true;
@@ -373,6 +464,10 @@ t.test('flowtable support that appears while the agent runs upgrades the ruleset
   t.same(offloads(nft.table), expected([A]), 'upgraded: flow add, and the flowtable');
   t.same([...(nft.table?.flowtables.get('fastpath')?.devices ?? [])], ['eth0']);
   t.equal(agent.statusDoc().node.mode, 'supported');
-  t.equal(lines.filter((l) => /^degraded: kernel has no flowtable support/.test(String(l.msg))).length, 1, 'still said once');
+  t.equal(
+    lines.filter((l) => /^degraded: kernel has no flowtable support/.test(String(l.msg))).length,
+    1,
+    'still said once',
+  );
   await agent.stop();
 });

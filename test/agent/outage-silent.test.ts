@@ -12,11 +12,19 @@ import { runOutage } from '../helpers/kube-agent.ts';
 
 const SECONDS = Number(process.env.FLOWHINT_OUTAGE_SECONDS ?? 120);
 
-t.test(`the API server accepting and never answering for ${SECONDS} s: ruleset unchanged throughout, converges after`, async (t) => {
-  t.setTimeout((SECONDS + 180) * 1000);
-  const r = await runOutage(t, 'unresponsive', SECONDS);
-  t.equal(r.differing, 0, `the table was byte-identical in all ${r.samples} samples`);
-  t.ok(r.resyncsDuring >= 1, `${r.resyncsDuring} periodic full resyncs ran during the outage and changed nothing`);
-  t.ok(r.watchRequestsDuring >= Math.max(1, Math.floor(SECONDS / 30) - 1), `${r.watchRequestsDuring} watches opened and abandoned while it did not answer (30 s each)`);
-  t.comment(`recovery: converged ${(r.recoveryMs / 1000).toFixed(1)} s after the API server answered again (worst case: a 30 s watch or list deadline, then the backoff)`);
-});
+t.test(
+  `the API server accepting and never answering for ${SECONDS} s: ruleset unchanged throughout, converges after`,
+  async (t) => {
+    t.setTimeout((SECONDS + 180) * 1000);
+    const r = await runOutage(t, 'unresponsive', SECONDS);
+    t.equal(r.differing, 0, `the table was byte-identical in all ${r.samples} samples`);
+    t.ok(r.resyncsDuring >= 1, `${r.resyncsDuring} periodic full resyncs ran during the outage and changed nothing`);
+    t.ok(
+      r.watchRequestsDuring >= Math.max(1, Math.floor(SECONDS / 30) - 1),
+      `${r.watchRequestsDuring} watches opened and abandoned while it did not answer (30 s each)`,
+    );
+    t.comment(
+      `recovery: converged ${(r.recoveryMs / 1000).toFixed(1)} s after the API server answered again (worst case: a 30 s watch or list deadline, then the backoff)`,
+    );
+  },
+);

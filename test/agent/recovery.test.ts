@@ -19,7 +19,10 @@ t.test('recovery after each fault: the table converges on the change made during
   const failures = join(dir, 'fail-next');
   writeFileSync(failures, '0');
   const wrapper = join(dir, 'nft');
-  writeFileSync(wrapper, `#!/bin/sh\nif [ "$1" = "-f" ]; then n=$(cat '${failures}'); if [ "$n" -gt 0 ]; then echo $((n - 1)) > '${failures}'; echo "Error: injected failure" >&2; exit 1; fi; fi\nexec nft "$@"\n`);
+  writeFileSync(
+    wrapper,
+    `#!/bin/sh\nif [ "$1" = "-f" ]; then n=$(cat '${failures}'); if [ "$n" -gt 0 ]; then echo $((n - 1)) > '${failures}'; echo "Error: injected failure" >&2; exit 1; fi; fi\nexec nft "$@"\n`,
+  );
   chmodSync(wrapper, 0o755);
 
   const k = await startKubeAgent(t, { nftBinary: wrapper });
@@ -51,19 +54,36 @@ t.test('recovery after each fault: the table converges on the change made during
 
   await measure('no fault (the baseline: a change through the watch)', () => {}, 10_000);
   await measure('watch connection reset', () => k.api.dropWatches(), 30_000);
-  await measure('watch reset, then three HTTP 500s', () => {
-    k.api.failNext(3, 500);
-    k.api.dropWatches();
-  }, 60_000);
-  await measure('watch closed, history compacted (410 Gone, relist)', () => {
-    k.api.endWatches();
-    k.api.compact();
-  }, 30_000);
-  await measure('a watch that goes silent (no data, no close)', () => {
-    k.api.hangNextWatches(1);
-    k.api.endWatches();
-  }, 60_000);
+  await measure(
+    'watch reset, then three HTTP 500s',
+    () => {
+      k.api.failNext(3, 500);
+      k.api.dropWatches();
+    },
+    60_000,
+  );
+  await measure(
+    'watch closed, history compacted (410 Gone, relist)',
+    () => {
+      k.api.endWatches();
+      k.api.compact();
+    },
+    30_000,
+  );
+  await measure(
+    'a watch that goes silent (no data, no close)',
+    () => {
+      k.api.hangNextWatches(1);
+      k.api.endWatches();
+    },
+    60_000,
+  );
   await measure('nft failing the next two transactions', () => writeFileSync(failures, '2'), 60_000);
   t.ok(k.restarts() >= 2, `${k.restarts()} informer restarts in all`);
-  t.comment(['recovery times (change made during the fault -> table converged):', ...figures.map(([f, ms]) => `  ${f}: ${(ms / 1000).toFixed(1)} s`)].join('\n'));
+  t.comment(
+    [
+      'recovery times (change made during the fault -> table converged):',
+      ...figures.map(([f, ms]) => `  ${f}: ${(ms / 1000).toFixed(1)} s`),
+    ].join('\n'),
+  );
 });

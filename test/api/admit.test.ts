@@ -12,13 +12,28 @@ const service = (annotations: Record<string, string>, labels: Record<string, str
 t.test('a hinted Service is defaulted (canonical value, mirror label) with the patch that does it', async (t) => {
   const r = admit(service({ 'flowhint.dev/traffic-hint': 'longlived' }));
   if (!r.ok) return t.fail(r.reason);
-  t.match(r.object, { metadata: { annotations: { 'flowhint.dev/traffic-hint': 'LongLived' }, labels: { 'flowhint.dev/traffic-hint': 'LongLived' }, futureField: { kept: true } } });
+  t.match(r.object, {
+    metadata: {
+      annotations: { 'flowhint.dev/traffic-hint': 'LongLived' },
+      labels: { 'flowhint.dev/traffic-hint': 'LongLived' },
+      futureField: { kept: true },
+    },
+  });
   t.ok(r.patch.length > 0);
-  t.ok(r.patch.every((op) => op.path.startsWith('/metadata/')), 'the patch touches only the owned maps');
+  t.ok(
+    r.patch.every((op) => op.path.startsWith('/metadata/')),
+    'the patch touches only the owned maps',
+  );
 });
 
 t.test('an invalid one is refused with the first code and every field explained', async (t) => {
-  const r = admit(service({ 'flowhint.dev/traffic-hint': 'LongLived', 'flowhint.dev/offload-after-packets': 'many', 'flowhint.dev/conntrack-timeout': '5s' }));
+  const r = admit(
+    service({
+      'flowhint.dev/traffic-hint': 'LongLived',
+      'flowhint.dev/offload-after-packets': 'many',
+      'flowhint.dev/conntrack-timeout': '5s',
+    }),
+  );
   t.equal(r.ok, false);
   if (r.ok) return;
   t.equal(r.code, 'FH_THRESHOLD_INVALID');

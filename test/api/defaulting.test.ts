@@ -12,30 +12,108 @@ function defaulted(input: unknown) {
 }
 
 t.test('canonical forms (table)', async (t) => {
-  const cases: Array<[string, Record<string, string> | undefined, Record<string, string> | undefined, Record<string, string> | undefined, Record<string, string> | undefined]> = [
+  const cases: Array<
+    [
+      string,
+      Record<string, string> | undefined,
+      Record<string, string> | undefined,
+      Record<string, string> | undefined,
+      Record<string, string> | undefined,
+    ]
+  > = [
     // name, annotations in, labels in, annotations out, labels out
-    ['canonical value gets the mirror label', { [HINT]: 'LongLived' }, {}, { [HINT]: 'LongLived' }, { [HINT]: 'LongLived' }],
+    [
+      'canonical value gets the mirror label',
+      { [HINT]: 'LongLived' },
+      {},
+      { [HINT]: 'LongLived' },
+      { [HINT]: 'LongLived' },
+    ],
     ['lower case + whitespace', { [HINT]: ' longlived ' }, {}, { [HINT]: 'LongLived' }, { [HINT]: 'LongLived' }],
     ['upper case', { [HINT]: 'LONGLIVED' }, {}, { [HINT]: 'LongLived' }, { [HINT]: 'LongLived' }],
     ['tabs and newline', { [HINT]: '\tLongLived\n' }, {}, { [HINT]: 'LongLived' }, { [HINT]: 'LongLived' }],
-    ['threshold trimmed', { [HINT]: 'LongLived', [THRESHOLD]: ' 1000 ' }, {}, { [HINT]: 'LongLived', [THRESHOLD]: '1000' }, { [HINT]: 'LongLived' }],
-    ['threshold leading zeros', { [HINT]: 'LongLived', [THRESHOLD]: '0042' }, {}, { [HINT]: 'LongLived', [THRESHOLD]: '42' }, { [HINT]: 'LongLived' }],
-    ['threshold zero stays', { [HINT]: 'LongLived', [THRESHOLD]: '000' }, {}, { [HINT]: 'LongLived', [THRESHOLD]: '0' }, { [HINT]: 'LongLived' }],
-    ['non-numeric threshold only trimmed', { [HINT]: 'LongLived', [THRESHOLD]: ' ten ' }, {}, { [HINT]: 'LongLived', [THRESHOLD]: 'ten' }, { [HINT]: 'LongLived' }],
-    ['ShortLived canonicalized like LongLived', { [HINT]: ' shortLIVED ' }, {}, { [HINT]: 'ShortLived' }, { [HINT]: 'ShortLived' }],
-    ['timeout: whitespace, unit case, leading zeros', { [HINT]: 'ShortLived', [TIMEOUT]: ' 05S ' }, {}, { [HINT]: 'ShortLived', [TIMEOUT]: '5s' }, { [HINT]: 'ShortLived' }],
-    ['timeout: the unit is kept (120s stays 120s)', { [HINT]: 'ShortLived', [TIMEOUT]: '120s' }, {}, { [HINT]: 'ShortLived', [TIMEOUT]: '120s' }, { [HINT]: 'ShortLived' }],
-    ['timeout: minutes lower-cased', { [HINT]: 'ShortLived', [TIMEOUT]: '2M' }, {}, { [HINT]: 'ShortLived', [TIMEOUT]: '2m' }, { [HINT]: 'ShortLived' }],
-    ['timeout: not a duration, only trimmed', { [HINT]: 'ShortLived', [TIMEOUT]: ' soon ' }, {}, { [HINT]: 'ShortLived', [TIMEOUT]: 'soon' }, { [HINT]: 'ShortLived' }],
+    [
+      'threshold trimmed',
+      { [HINT]: 'LongLived', [THRESHOLD]: ' 1000 ' },
+      {},
+      { [HINT]: 'LongLived', [THRESHOLD]: '1000' },
+      { [HINT]: 'LongLived' },
+    ],
+    [
+      'threshold leading zeros',
+      { [HINT]: 'LongLived', [THRESHOLD]: '0042' },
+      {},
+      { [HINT]: 'LongLived', [THRESHOLD]: '42' },
+      { [HINT]: 'LongLived' },
+    ],
+    [
+      'threshold zero stays',
+      { [HINT]: 'LongLived', [THRESHOLD]: '000' },
+      {},
+      { [HINT]: 'LongLived', [THRESHOLD]: '0' },
+      { [HINT]: 'LongLived' },
+    ],
+    [
+      'non-numeric threshold only trimmed',
+      { [HINT]: 'LongLived', [THRESHOLD]: ' ten ' },
+      {},
+      { [HINT]: 'LongLived', [THRESHOLD]: 'ten' },
+      { [HINT]: 'LongLived' },
+    ],
+    [
+      'ShortLived canonicalized like LongLived',
+      { [HINT]: ' shortLIVED ' },
+      {},
+      { [HINT]: 'ShortLived' },
+      { [HINT]: 'ShortLived' },
+    ],
+    [
+      'timeout: whitespace, unit case, leading zeros',
+      { [HINT]: 'ShortLived', [TIMEOUT]: ' 05S ' },
+      {},
+      { [HINT]: 'ShortLived', [TIMEOUT]: '5s' },
+      { [HINT]: 'ShortLived' },
+    ],
+    [
+      'timeout: the unit is kept (120s stays 120s)',
+      { [HINT]: 'ShortLived', [TIMEOUT]: '120s' },
+      {},
+      { [HINT]: 'ShortLived', [TIMEOUT]: '120s' },
+      { [HINT]: 'ShortLived' },
+    ],
+    [
+      'timeout: minutes lower-cased',
+      { [HINT]: 'ShortLived', [TIMEOUT]: '2M' },
+      {},
+      { [HINT]: 'ShortLived', [TIMEOUT]: '2m' },
+      { [HINT]: 'ShortLived' },
+    ],
+    [
+      'timeout: not a duration, only trimmed',
+      { [HINT]: 'ShortLived', [TIMEOUT]: ' soon ' },
+      {},
+      { [HINT]: 'ShortLived', [TIMEOUT]: 'soon' },
+      { [HINT]: 'ShortLived' },
+    ],
     ['unknown hint left for validation, label untouched', { [HINT]: 'Bogus' }, {}, { [HINT]: 'Bogus' }, {}],
     ['hint removed: label removed', {}, { [HINT]: 'LongLived' }, {}, {}],
-    ['stale label corrected', { [HINT]: 'LongLived' }, { [HINT]: 'Other' }, { [HINT]: 'LongLived' }, { [HINT]: 'LongLived' }],
+    [
+      'stale label corrected',
+      { [HINT]: 'LongLived' },
+      { [HINT]: 'Other' },
+      { [HINT]: 'LongLived' },
+      { [HINT]: 'LongLived' },
+    ],
     ['unhinted: nothing', {}, {}, {}, {}],
   ];
   for (const [name, annIn, labIn, annOut, labOut] of cases) {
     const svc = completeService({ annotations: { ...base, ...annIn }, labels: { app: 'web', ...labIn } });
     const r = defaulted(svc);
-    t.same(r.object.metadata, { ...svc.metadata, annotations: { ...base, ...annOut }, labels: { app: 'web', ...labOut } }, name);
+    t.same(
+      r.object.metadata,
+      { ...svc.metadata, annotations: { ...base, ...annOut }, labels: { app: 'web', ...labOut } },
+      name,
+    );
     // The patch applies cleanly to the input and yields exactly the defaulted object.
     const applied = fjp.applyPatch(structuredClone(svc), r.patch, true, false).newDocument;
     t.same(applied, r.object, `${name}: patch round trip`);
@@ -98,7 +176,16 @@ t.test('every field it does not own is untouched (placeholder fixture)', async (
 });
 
 t.test('maps that are not string maps are skipped, never thrown on', async (t) => {
-  for (const bad of [null, 42, 'x', [], {}, { metadata: null }, { metadata: { annotations: { [HINT]: 7 } } }, { metadata: { labels: [1] } }]) {
+  for (const bad of [
+    null,
+    42,
+    'x',
+    [],
+    {},
+    { metadata: null },
+    { metadata: { annotations: { [HINT]: 7 } } },
+    { metadata: { labels: [1] } },
+  ]) {
     const r = applyDefaults(bad);
     t.equal(r.kind, 'skipped', JSON.stringify(bad));
   }

@@ -22,7 +22,11 @@ t.test('unusable, with the reason (table)', async (t) => {
     ['bad threshold', hinted('LongLived', { [THRESHOLD]: '-3' }), 'FH_THRESHOLD_INVALID'],
     ['headless', { ...hinted(), spec: { clusterIP: 'None' } }, 'FH_NO_VIRTUAL_IP'],
     ['label missing: not admitted', hinted('LongLived', {}, null), 'FH_NOT_ADMITTED'],
-    ['label mismatch', completeService({ annotations: { [HINT]: 'LongLived' }, labels: { [HINT]: 'x' } }), 'FH_LABEL_MISMATCH'],
+    [
+      'label mismatch',
+      completeService({ annotations: { [HINT]: 'LongLived' }, labels: { [HINT]: 'x' } }),
+      'FH_LABEL_MISMATCH',
+    ],
   ];
   for (const [name, svc, code] of cases) {
     const r = readHint(svc);

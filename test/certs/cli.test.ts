@@ -14,8 +14,16 @@ t.test('usage mistakes: exit 2, FH_USAGE, one line', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'flowhint-certs-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   for (const [name, args, message] of [
-    ['no name at all', ['--out', dir], /^flowhint: FH_USAGE: at least one --dns-name \(or --service, or --ip\) is needed\n$/],
-    ['a bad --ip', ['--out', dir, '--ip', '1.2.3.999'], /^flowhint: FH_USAGE: --ip: not an IP address: "1\.2\.3\.999"\n$/],
+    [
+      'no name at all',
+      ['--out', dir],
+      /^flowhint: FH_USAGE: at least one --dns-name \(or --service, or --ip\) is needed\n$/,
+    ],
+    [
+      'a bad --ip',
+      ['--out', dir, '--ip', '1.2.3.999'],
+      /^flowhint: FH_USAGE: --ip: not an IP address: "1\.2\.3\.999"\n$/,
+    ],
   ] as const) {
     const r = certs(...args);
     t.equal(r.code, 2, `${name}: exit 2`);

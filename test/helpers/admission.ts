@@ -45,7 +45,10 @@ export function review(o: ReviewOptions): Record<string, any> {
   return r;
 }
 
-export async function tempCerts(dnsNames = ['localhost'], ipAddresses = ['127.0.0.1']): Promise<{ dir: string; bundle: CertBundle }> {
+export async function tempCerts(
+  dnsNames = ['localhost'],
+  ipAddresses = ['127.0.0.1'],
+): Promise<{ dir: string; bundle: CertBundle }> {
   const dir = await mkdtemp(join(tmpdir(), 'flowhint-certs-'));
   process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
   const bundle = await generateCerts({ dnsNames, ipAddresses });
@@ -61,7 +64,12 @@ export interface HttpResult {
   peerFingerprint: string | undefined;
 }
 
-export function post(url: string, path: string, body: string | Buffer, o: { ca: string | string[]; agent?: Agent; contentType?: string; method?: string }): Promise<HttpResult> {
+export function post(
+  url: string,
+  path: string,
+  body: string | Buffer,
+  o: { ca: string | string[]; agent?: Agent; contentType?: string; method?: string },
+): Promise<HttpResult> {
   return new Promise((resolve, reject) => {
     const u = new URL(path, url);
     const req = httpsRequest(

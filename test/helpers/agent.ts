@@ -26,7 +26,13 @@ export function svc(s: SvcSpec): Record<string, unknown> {
   return {
     apiVersion: 'v1',
     kind: 'Service',
-    metadata: { name: s.name, namespace: s.namespace ?? 'default', annotations, labels: { 'flowhint.dev/traffic-hint': hint }, resourceVersion: '1' },
+    metadata: {
+      name: s.name,
+      namespace: s.namespace ?? 'default',
+      annotations,
+      labels: { 'flowhint.dev/traffic-hint': hint },
+      resourceVersion: '1',
+    },
     spec: {
       type: s.type ?? 'ClusterIP',
       clusterIP: s.clusterIPs?.[0] ?? '10.96.0.10',

@@ -14,7 +14,9 @@ const ROOT = new URL('../../', import.meta.url).pathname;
 /** Compile the shipped sources into `outDir` (default `dist/`); resolves with the CLI's path. */
 export async function buildDist(outDir = join(ROOT, 'dist')): Promise<string> {
   const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
-  await promisify(execFile)(process.execPath, [tsc, '-p', join(ROOT, 'tsconfig.build.json'), '--outDir', outDir], { cwd: ROOT });
+  await promisify(execFile)(process.execPath, [tsc, '-p', join(ROOT, 'tsconfig.build.json'), '--outDir', outDir], {
+    cwd: ROOT,
+  });
   return join(outDir, 'bin', 'flowhint.js');
 }
 
@@ -26,7 +28,12 @@ export async function transpileFiles(files: readonly string[], outDir: string): 
     const source = await readFile(join(ROOT, file), 'utf8');
     const { outputText } = ts.transpileModule(source, {
       fileName: file,
-      compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2023, rewriteRelativeImportExtensions: true, verbatimModuleSyntax: true },
+      compilerOptions: {
+        module: ts.ModuleKind.ESNext,
+        target: ts.ScriptTarget.ES2023,
+        rewriteRelativeImportExtensions: true,
+        verbatimModuleSyntax: true,
+      },
     });
     const target = join(outDir, basename(file).replace(/\.ts$/, '.js'));
     await writeFile(target, outputText);

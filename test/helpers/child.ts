@@ -20,13 +20,20 @@ export function rssMiB(pid: number): number {
  * resolve once a line of it satisfies `ready`. (A pipe read by this busy process would
  * block the child's synchronous log writes and show up as its latency.)
  */
-export async function startChild(cmd: string, args: string[], ready: (line: string) => string | undefined, logFile: string, env: NodeJS.ProcessEnv = process.env): Promise<{ child: ChildProcess; value: string }> {
+export async function startChild(
+  cmd: string,
+  args: string[],
+  ready: (line: string) => string | undefined,
+  logFile: string,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<{ child: ChildProcess; value: string }> {
   const fd = openSync(logFile, 'w');
   const child = spawn(cmd, args, { stdio: ['ignore', fd, fd], env });
   closeSync(fd);
   const deadline = Date.now() + 20_000;
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`${cmd} exited ${child.exitCode} before ready: ${readFileSync(logFile, 'utf8').slice(-500)}`);
+    if (child.exitCode !== null)
+      throw new Error(`${cmd} exited ${child.exitCode} before ready: ${readFileSync(logFile, 'utf8').slice(-500)}`);
     for (const line of readFileSync(logFile, 'utf8').split('\n')) {
       const v = ready(line);
       if (v !== undefined) return { child, value: v };
@@ -45,7 +52,11 @@ export async function stopChild(child: ChildProcess): Promise<void> {
 
 /** A container's environment variable in manifests/base (e.g. the deployed NODE_OPTIONS). */
 export function deployedEnv(file: string, container: string, name: string): string | undefined {
-  const docs = loadAll(readFileSync(new URL(`../../manifests/base/${file}`, import.meta.url), 'utf8')) as Array<{ spec?: { template?: { spec?: { containers?: Array<{ name: string; env?: Array<{ name: string; value?: string }> }> } } } }>;
+  const docs = loadAll(readFileSync(new URL(`../../manifests/base/${file}`, import.meta.url), 'utf8')) as Array<{
+    spec?: {
+      template?: { spec?: { containers?: Array<{ name: string; env?: Array<{ name: string; value?: string }> }> } };
+    };
+  }>;
   const c = docs.flatMap((d) => d.spec?.template?.spec?.containers ?? []).find((x) => x.name === container);
   return c?.env?.find((e) => e.name === name)?.value;
 }
@@ -58,10 +69,28 @@ export const SOURCE_ENTRY = new URL('../../bin/flowhint.ts', import.meta.url).pa
  * deployed container (heap sizing changes RSS a lot); resolves with its URLs. `entry` is
  * the TypeScript source by default, or the compiled `dist/bin/flowhint.js` the image ships.
  */
-export async function startWebhookChild(certFile: string, keyFile: string, logDir: string, entry = SOURCE_ENTRY): Promise<{ child: ChildProcess; url: string; metricsUrl: string }> {
+export async function startWebhookChild(
+  certFile: string,
+  keyFile: string,
+  logDir: string,
+  entry = SOURCE_ENTRY,
+): Promise<{ child: ChildProcess; url: string; metricsUrl: string }> {
   const { child, value } = await startChild(
     process.execPath,
-    [entry, 'webhook', '--cert', certFile, '--key', keyFile, '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0'],
+    [
+      entry,
+      'webhook',
+      '--cert',
+      certFile,
+      '--key',
+      keyFile,
+      '--host',
+      '127.0.0.1',
+      '--port',
+      '0',
+      '--metrics-port',
+      '0',
+    ],
     (l) => {
       try {
         const j = JSON.parse(l) as { msg?: string; url?: string; metrics?: string };

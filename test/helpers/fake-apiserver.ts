@@ -20,7 +20,10 @@ import type { AddressInfo } from 'node:net';
 import fjp from 'fast-json-patch';
 import { KubeConfig } from '@kubernetes/client-node';
 
-type Obj = { metadata: { name: string; namespace: string; labels?: Record<string, string>; resourceVersion?: string }; [k: string]: unknown };
+type Obj = {
+  metadata: { name: string; namespace: string; labels?: Record<string, string>; resourceVersion?: string };
+  [k: string]: unknown;
+};
 
 interface Change {
   rv: number;
@@ -164,7 +167,12 @@ export class FakeApiServer {
   }
 
   bookmark(): void {
-    for (const w of this.watchers) if (!w.hang) this.send(w, { type: 'BOOKMARK', object: { kind: 'Service', apiVersion: 'v1', metadata: { resourceVersion: String(this.rv) } } });
+    for (const w of this.watchers)
+      if (!w.hang)
+        this.send(w, {
+          type: 'BOOKMARK',
+          object: { kind: 'Service', apiVersion: 'v1', metadata: { resourceVersion: String(this.rv) } },
+        });
   }
 
   get openWatches(): number {
@@ -200,15 +208,29 @@ export class FakeApiServer {
         res.writeHead(code, { 'content-type': 'application/json' });
         res.end(JSON.stringify(o));
       };
-      if (!current) { reply(404, { kind: 'Status', apiVersion: 'v1', status: 'Failure', code: 404, reason: 'NotFound' }); return; }
+      if (!current) {
+        reply(404, { kind: 'Status', apiVersion: 'v1', status: 'Failure', code: 404, reason: 'NotFound' });
+        return;
+      }
       const ops = JSON.parse(body) as fjp.Operation[];
       this.patches.push({ key, contentType: req.headers['content-type'] ?? '', ops });
-      if (req.headers['content-type'] !== 'application/json-patch+json') { reply(415, { kind: 'Status', code: 415 }); return; }
+      if (req.headers['content-type'] !== 'application/json-patch+json') {
+        reply(415, { kind: 'Status', code: 415 });
+        return;
+      }
       let next: Obj;
       try {
         next = fjp.applyPatch(structuredClone(current), ops, true, false).newDocument;
       } catch (err) {
-        reply(422, { kind: 'Status', apiVersion: 'v1', status: 'Failure', code: 422, reason: 'Invalid', message: String(err) }); return;
+        reply(422, {
+          kind: 'Status',
+          apiVersion: 'v1',
+          status: 'Failure',
+          code: 422,
+          reason: 'Invalid',
+          message: String(err),
+        });
+        return;
       }
       if (!dryRun) this.apply(next);
       reply(200, this.objects.get(key));
@@ -227,7 +249,15 @@ export class FakeApiServer {
     const status = this.failures.shift();
     if (status !== undefined) {
       res.writeHead(status, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', code: status, message: 'injected failure' }));
+      res.end(
+        JSON.stringify({
+          kind: 'Status',
+          apiVersion: 'v1',
+          status: 'Failure',
+          code: status,
+          message: 'injected failure',
+        }),
+      );
       return;
     }
     const one = /^\/api\/v1\/namespaces\/([^/]+)\/services\/([^/]+)$/.exec(u.pathname);
@@ -250,7 +280,17 @@ export class FakeApiServer {
       const from = Number(query.resourceVersion ?? '0');
       if (w.hang) return;
       if (query.resourceVersion && from < this.oldestRv) {
-        this.send(w, { type: 'ERROR', object: { kind: 'Status', apiVersion: 'v1', status: 'Failure', code: 410, reason: 'Expired', message: `too old resource version: ${from} (${this.oldestRv})` } });
+        this.send(w, {
+          type: 'ERROR',
+          object: {
+            kind: 'Status',
+            apiVersion: 'v1',
+            status: 'Failure',
+            code: 410,
+            reason: 'Expired',
+            message: `too old resource version: ${from} (${this.oldestRv})`,
+          },
+        });
         res.end();
         this.watchers.delete(w);
         return;
@@ -260,7 +300,9 @@ export class FakeApiServer {
     }
     const items = [...this.objects.values()].filter((o) => matches(o, selector));
     res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(JSON.stringify({ kind: 'ServiceList', apiVersion: 'v1', metadata: { resourceVersion: String(this.rv) }, items }));
+    res.end(
+      JSON.stringify({ kind: 'ServiceList', apiVersion: 'v1', metadata: { resourceVersion: String(this.rv) }, items }),
+    );
   }
 }
 

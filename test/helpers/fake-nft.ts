@@ -34,7 +34,12 @@ export class FakeNft implements Nft {
   removeDevice(name: string): void {
     this.devices.delete(name);
     if (!this.table) return;
-    const flowtables = new Map([...this.table.flowtables].map(([k, f]) => [k, { ...f, devices: new Set([...f.devices].filter((d) => d !== name)) }]));
+    const flowtables = new Map(
+      [...this.table.flowtables].map(([k, f]) => [
+        k,
+        { ...f, devices: new Set([...f.devices].filter((d) => d !== name)) },
+      ]),
+    );
     this.table = { ...this.table, flowtables };
   }
 
@@ -82,8 +87,24 @@ const ok = (stdout: string): ExecResult => ({ code: 0, stdout, stderr: '' });
 export function fakeHost(nft: FakeNft, nodeAddress = '192.0.2.10'): Runner {
   return async (argv) => {
     const cmd = argv.join(' ');
-    if (cmd.startsWith('ip -j link')) return ok(JSON.stringify([{ ifname: 'lo', flags: ['LOOPBACK', 'UP'], link_type: 'loopback' }, ...[...nft.devices].map((ifname) => ({ ifname, flags: ['UP', 'LOWER_UP'], operstate: 'UP', link_type: 'ether' }))]));
-    if (cmd.startsWith('ip -j') && cmd.includes('addr')) return ok(JSON.stringify([{ ifname: 'eth0', flags: ['UP'], addr_info: [{ family: 'inet', local: nodeAddress, scope: 'global' }] }]));
+    if (cmd.startsWith('ip -j link'))
+      return ok(
+        JSON.stringify([
+          { ifname: 'lo', flags: ['LOOPBACK', 'UP'], link_type: 'loopback' },
+          ...[...nft.devices].map((ifname) => ({
+            ifname,
+            flags: ['UP', 'LOWER_UP'],
+            operstate: 'UP',
+            link_type: 'ether',
+          })),
+        ]),
+      );
+    if (cmd.startsWith('ip -j') && cmd.includes('addr'))
+      return ok(
+        JSON.stringify([
+          { ifname: 'eth0', flags: ['UP'], addr_info: [{ family: 'inet', local: nodeAddress, scope: 'global' }] },
+        ]),
+      );
     if (cmd.startsWith('sysctl -n')) return ok('1\n');
     if (argv[0] === 'nft' && cmd.includes('list flowtables')) return ok(JSON.stringify({ nftables: [] }));
     return { code: 127, stdout: '', stderr: `${argv[0]}: not in the fake host\n` };

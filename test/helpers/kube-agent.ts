@@ -42,7 +42,10 @@ export function apiService(s: SvcSpec): Parameters<FakeApiServer['apply']>[0] {
   return svc({ namespace: 'demo', ...s }) as Parameters<FakeApiServer['apply']>[0];
 }
 
-export async function startKubeAgent(t: { teardown: (fn: () => Promise<void> | void) => void }, o: KubeAgentOptions = {}): Promise<KubeAgent> {
+export async function startKubeAgent(
+  t: { teardown: (fn: () => Promise<void> | void) => void },
+  o: KubeAgentOptions = {},
+): Promise<KubeAgent> {
   const api = new FakeApiServer();
   await api.start();
   const ns = createNetns();
@@ -68,8 +71,11 @@ export async function startKubeAgent(t: { teardown: (fn: () => Promise<void> | v
   const nft = makeNft(ns.run);
   const converged = async (want: Expected) => {
     // This kernel has no flowtables: the rules carry no `flow add` (degraded mode).
-    const expected = expectOffloads(Object.values(want).map((w) => ({ addrs: [w.addr], ports: [{ port: w.port }] })), false);
-    return agent.lastSync?.ok === true && viewText(offloads((await nft.read()))) === viewText(expected);
+    const expected = expectOffloads(
+      Object.values(want).map((w) => ({ addrs: [w.addr], ports: [{ port: w.port }] })),
+      false,
+    );
+    return agent.lastSync?.ok === true && viewText(offloads(await nft.read())) === viewText(expected);
   };
   return {
     api,
@@ -80,7 +86,8 @@ export async function startKubeAgent(t: { teardown: (fn: () => Promise<void> | v
     async timeToConverge(want, deadlineMs) {
       const start = Date.now();
       while (!(await converged(want))) {
-        if (Date.now() - start > deadlineMs) throw new Error(`not converged on ${JSON.stringify(want)} within ${deadlineMs} ms`);
+        if (Date.now() - start > deadlineMs)
+          throw new Error(`not converged on ${JSON.stringify(want)} within ${deadlineMs} ms`);
         await sleep(50);
       }
       return Date.now() - start;
@@ -106,14 +113,21 @@ export interface OutageResult {
  * accepting and never answering), change the Services meanwhile (one deleted, one changed,
  * one added), sample the table every 5 s, bring the API server back, and time convergence.
  */
-export async function runOutage(t: { teardown: (fn: () => Promise<void> | void) => void }, mode: OutageMode, seconds: number): Promise<OutageResult> {
+export async function runOutage(
+  t: { teardown: (fn: () => Promise<void> | void) => void },
+  mode: OutageMode,
+  seconds: number,
+): Promise<OutageResult> {
   // Several periodic full resyncs fall inside the outage, however short it is.
   const k = await startKubeAgent(t, { resyncMs: Math.min(20_000, (seconds * 1000) / 4) });
   k.api.apply(apiService({ name: 'k', clusterIPs: ['10.96.1.1'], ports: [{ port: 80 }] }));
   k.api.apply(apiService({ name: 'l', clusterIPs: ['10.96.1.2'], ports: [{ port: 80 }] }));
   await k.agent.prepare();
   k.agent.startLoops();
-  await k.timeToConverge({ 'demo/k': { addr: '10.96.1.1', port: 80 }, 'demo/l': { addr: '10.96.1.2', port: 80 } }, 30_000);
+  await k.timeToConverge(
+    { 'demo/k': { addr: '10.96.1.1', port: 80 }, 'demo/l': { addr: '10.96.1.2', port: 80 } },
+    30_000,
+  );
   const before = k.table();
   const restarts0 = k.restarts();
   const watches = () => k.api.requests.filter((r) => r.query.watch === 'true').length;
@@ -142,6 +156,9 @@ export async function runOutage(t: { teardown: (fn: () => Promise<void> | void) 
   const watchRequestsDuring = watches() - watches0;
   if (mode === 'refused') await k.api.resume();
   else k.api.respond();
-  const recoveryMs = await k.timeToConverge({ 'demo/l': { addr: '10.96.1.2', port: 8080 }, 'demo/m': { addr: '10.96.1.3', port: 443 } }, 120_000);
+  const recoveryMs = await k.timeToConverge(
+    { 'demo/l': { addr: '10.96.1.2', port: 8080 }, 'demo/m': { addr: '10.96.1.3', port: 443 } },
+    120_000,
+  );
   return { samples, differing, resyncsDuring: syncTimes.size, restartsDuring, watchRequestsDuring, recoveryMs };
 }

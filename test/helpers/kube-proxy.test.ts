@@ -78,8 +78,20 @@ const upstream: ClusterSpec = {
   serviceCIDR: '172.30.0.0/16',
   nodeIPs: ['192.168.0.2'],
   services: [
-    { namespace: 'ns1', name: 'svc1', clusterIP: '172.30.0.41', ports: [{ name: 'p80', protocol: 'TCP', port: 80, targetPort: 80 }], endpoints: ['10.180.0.1'] },
-    { namespace: 'ns6', name: 'svc6', clusterIP: '172.30.0.46', ports: [{ name: 'p80', protocol: 'TCP', port: 80, targetPort: 80 }], endpoints: [] },
+    {
+      namespace: 'ns1',
+      name: 'svc1',
+      clusterIP: '172.30.0.41',
+      ports: [{ name: 'p80', protocol: 'TCP', port: 80, targetPort: 80 }],
+      endpoints: ['10.180.0.1'],
+    },
+    {
+      namespace: 'ns6',
+      name: 'svc6',
+      clusterIP: '172.30.0.46',
+      ports: [{ name: 'p80', protocol: 'TCP', port: 80, targetPort: 80 }],
+      endpoints: [],
+    },
   ],
 };
 
@@ -91,52 +103,122 @@ t.test('nftables mode: the same rules as kube-proxy expects of itself, up to has
 });
 
 t.test('nftables mode: chains before the rules that jump to them; endpoints spread by numgen', async (t) => {
-  const spec: ClusterSpec = { ...upstream, services: [{ namespace: 'a', name: 'b', clusterIP: '172.30.0.9', loadBalancerIPs: ['1.2.3.4'], ports: [{ name: 'http', protocol: 'UDP', port: 53, targetPort: 5353, nodePort: 30053 }], endpoints: ['10.1.0.1', '10.1.0.2', '10.1.0.3'] }] };
+  const spec: ClusterSpec = {
+    ...upstream,
+    services: [
+      {
+        namespace: 'a',
+        name: 'b',
+        clusterIP: '172.30.0.9',
+        loadBalancerIPs: ['1.2.3.4'],
+        ports: [{ name: 'http', protocol: 'UDP', port: 53, targetPort: 5353, nodePort: 30053 }],
+        endpoints: ['10.1.0.1', '10.1.0.2', '10.1.0.3'],
+      },
+    ],
+  };
   const out = lines(renderNftables(spec));
   // A goto or jump to a chain not yet added fails the whole transaction.
-  const added = new Map(out.flatMap((l, i) => (l.startsWith('add chain ip kube-proxy ') ? [[l.split(' ')[4]!, i] as const] : [])));
-  const targets = out.flatMap((l, i) => [...l.matchAll(/(?:goto|jump) ([^ ,}]+)/g)].map((m) => ({ chain: m[1]!, at: i })));
+  const added = new Map(
+    out.flatMap((l, i) => (l.startsWith('add chain ip kube-proxy ') ? [[l.split(' ')[4]!, i] as const] : [])),
+  );
+  const targets = out.flatMap((l, i) =>
+    [...l.matchAll(/(?:goto|jump) ([^ ,}]+)/g)].map((m) => ({ chain: m[1]!, at: i })),
+  );
   t.ok(targets.length > 10);
-  t.same(targets.filter((r) => !((added.get(r.chain) ?? Infinity) < r.at)), [], 'every chain is added before a rule jumps to it');
-  t.match(out.find((l) => l.includes('numgen')), /numgen random mod 3 vmap \{ 0 : goto endpoint-\S+__10\.1\.0\.1\/5353 , 1 : goto endpoint-\S+__10\.1\.0\.2\/5353 , 2 : goto endpoint-\S+__10\.1\.0\.3\/5353 \}$/);
-  t.ok(out.some((l) => /service-ips \{ 1\.2\.3\.4 \. udp \. 53 : goto external-/.test(l)), 'the LoadBalancer IP goes to the external chain');
-  t.ok(out.some((l) => /service-nodeports \{ udp \. 30053 : goto external-/.test(l)), 'so does the NodePort');
+  t.same(
+    targets.filter((r) => !((added.get(r.chain) ?? Infinity) < r.at)),
+    [],
+    'every chain is added before a rule jumps to it',
+  );
+  t.match(
+    out.find((l) => l.includes('numgen')),
+    /numgen random mod 3 vmap \{ 0 : goto endpoint-\S+__10\.1\.0\.1\/5353 , 1 : goto endpoint-\S+__10\.1\.0\.2\/5353 , 2 : goto endpoint-\S+__10\.1\.0\.3\/5353 \}$/,
+  );
+  t.ok(
+    out.some((l) => /service-ips \{ 1\.2\.3\.4 \. udp \. 53 : goto external-/.test(l)),
+    'the LoadBalancer IP goes to the external chain',
+  );
+  t.ok(
+    out.some((l) => /service-nodeports \{ udp \. 30053 : goto external-/.test(l)),
+    'so does the NodePort',
+  );
   t.equal(out.filter((l) => /meta l4proto udp dnat to 10\.1\.0\.\d:5353$/.test(l)).length, 3);
 });
 
 t.test('iptables mode: KUBE-SVC picks each endpoint with probability 1/(n-i); no endpoints: REJECT', async (t) => {
-  const spec: ClusterSpec = { ...upstream, services: [{ namespace: 'a', name: 'b', clusterIP: '172.30.0.9', ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080, nodePort: 30080 }], endpoints: ['10.1.0.1', '10.1.0.2', '10.1.0.3'] }, upstream.services[1]!] };
+  const spec: ClusterSpec = {
+    ...upstream,
+    services: [
+      {
+        namespace: 'a',
+        name: 'b',
+        clusterIP: '172.30.0.9',
+        ports: [{ name: 'http', protocol: 'TCP', port: 80, targetPort: 8080, nodePort: 30080 }],
+        endpoints: ['10.1.0.1', '10.1.0.2', '10.1.0.3'],
+      },
+      upstream.services[1]!,
+    ],
+  };
   const out = lines(renderIptables(spec));
   const svc = `KUBE-SVC-${hashName('a/b:http/TCP', 16)}`;
   t.same(
-    out.filter((l) => l.startsWith(`-A ${svc} `) && l.includes('KUBE-SEP-')).map((l) => /--probability (\S+)/.exec(l)?.[1] ?? 'rest'),
+    out
+      .filter((l) => l.startsWith(`-A ${svc} `) && l.includes('KUBE-SEP-'))
+      .map((l) => /--probability (\S+)/.exec(l)?.[1] ?? 'rest'),
     ['0.3333333333', '0.5000000000', 'rest'],
   );
-  t.ok(out.includes(`-A KUBE-SERVICES -m comment --comment "a/b:http cluster IP" -m tcp -p tcp -d 172.30.0.9 --dport 80 -j ${svc}`));
-  t.ok(out.some((l) => l.startsWith('-A KUBE-NODEPORTS ') && l.includes('--dport 30080 -j KUBE-EXT-')), 'the NodePort goes through KUBE-EXT');
-  t.ok(out.includes('-A KUBE-SERVICES -m comment --comment "ns6/svc6:p80 has no endpoints" -m tcp -p tcp -d 172.30.0.46 --dport 80 -j REJECT'));
-  t.equal(out.filter((l) => l.startsWith('-A KUBE-SERVICES ')).at(-1), '-A KUBE-SERVICES -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS', 'the nodeports jump is last');
+  t.ok(
+    out.includes(
+      `-A KUBE-SERVICES -m comment --comment "a/b:http cluster IP" -m tcp -p tcp -d 172.30.0.9 --dport 80 -j ${svc}`,
+    ),
+  );
+  t.ok(
+    out.some((l) => l.startsWith('-A KUBE-NODEPORTS ') && l.includes('--dport 30080 -j KUBE-EXT-')),
+    'the NodePort goes through KUBE-EXT',
+  );
+  t.ok(
+    out.includes(
+      '-A KUBE-SERVICES -m comment --comment "ns6/svc6:p80 has no endpoints" -m tcp -p tcp -d 172.30.0.46 --dport 80 -j REJECT',
+    ),
+  );
+  t.equal(
+    out.filter((l) => l.startsWith('-A KUBE-SERVICES ')).at(-1),
+    '-A KUBE-SERVICES -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS',
+    'the nodeports jump is last',
+  );
 });
 
 t.test('bad specs are refused before anything is rendered', async (t) => {
   t.throws(() => renderNftables({ ...upstream, nodeIPs: [] }));
   const port = { name: 'http', protocol: 'TCP' as const, port: 80, targetPort: 80, nodePort: 30080 };
-  const twice = { ...upstream, services: [{ namespace: 'a', name: 'x', clusterIP: '172.30.0.1', ports: [port], endpoints: [] }, { namespace: 'a', name: 'y', clusterIP: '172.30.0.2', ports: [port], endpoints: [] }] };
+  const twice = {
+    ...upstream,
+    services: [
+      { namespace: 'a', name: 'x', clusterIP: '172.30.0.1', ports: [port], endpoints: [] },
+      { namespace: 'a', name: 'y', clusterIP: '172.30.0.2', ports: [port], endpoints: [] },
+    ],
+  };
   t.throws(() => renderIptables(twice), /NodePort TCP\/30080 is used twice \(a\/y\)/);
-  t.throws(() => renderNftables({ ...upstream, services: [{ ...upstream.services[0]!, clusterIP: '172.30.0.41; flush ruleset' }] }));
+  t.throws(() =>
+    renderNftables({ ...upstream, services: [{ ...upstream.services[0]!, clusterIP: '172.30.0.41; flush ruleset' }] }),
+  );
 });
 
 t.test('both modes load into a real kernel, twice (the replacement is atomic and repeatable)', async (t) => {
   const ns = createNetns();
   t.teardown(() => ns.destroy());
   const spec: ClusterSpec = { ...upstream, filler: 300 };
-  const run = (cmd: string[], input: string) => execFileSync('ip', ['netns', 'exec', ns.name, ...cmd], { input, encoding: 'utf8' });
+  const run = (cmd: string[], input: string) =>
+    execFileSync('ip', ['netns', 'exec', ns.name, ...cmd], { input, encoding: 'utf8' });
   for (let i = 0; i < 2; i++) {
     run(['nft', '-f', '-'], renderNftables(spec));
     run(['iptables-restore'], renderIptables(spec));
   }
   // 301 Services with endpoints: a service chain each, one endpoint chain for svc1, two per filler.
-  const chains = ns.sh('nft', 'list', 'table', 'ip', 'kube-proxy').split('\n').filter((l) => /^\s*chain (service|endpoint)-[A-Z2-7]{8}-/.test(l));
+  const chains = ns
+    .sh('nft', 'list', 'table', 'ip', 'kube-proxy')
+    .split('\n')
+    .filter((l) => /^\s*chain (service|endpoint)-[A-Z2-7]{8}-/.test(l));
   t.equal(chains.length, 1 + 300 + 1 + 600);
   const nat = ns.sh('iptables-save', '-t', 'nat');
   t.equal(nat.split('\n').filter((l) => /^:KUBE-SVC-/.test(l)).length, 301);

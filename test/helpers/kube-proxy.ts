@@ -42,30 +42,40 @@ const Service = z.object({
   /** Ready endpoint addresses (Pod IPs); empty: the Service has no endpoints. */
   endpoints: z.array(Ipv4),
 });
-export const ClusterSpec = z.object({
-  podCIDR: z.string().regex(/^[0-9.]+\/[0-9]+$/),
-  serviceCIDR: z.string().regex(/^[0-9.]+\/[0-9]+$/),
-  /** Addresses that accept NodePort traffic (kube-proxy's `nodeport-ips`). */
-  nodeIPs: z.array(Ipv4).min(1),
-  services: z.array(Service),
-  /**
-   * This many more ClusterIP Services, two endpoints each, as a cluster's load: addresses
-   * 10.100.x.y (inside the Service CIDR), endpoints in `fillerEndpointPrefix`.0/24.
-   */
-  filler: z.number().int().min(0).max(20_000).default(0),
-  fillerEndpointPrefix: z.string().regex(/^[0-9]+\.[0-9]+\.[0-9]+$/).default('10.0.9'),
-}).superRefine((spec, ctx) => {
-  // The API server allocates each NodePort once; a duplicate would fail the whole transaction.
-  const seen = new Set<string>();
-  for (const s of spec.services) {
-    for (const p of s.ports) {
-      if (p.nodePort === undefined) continue;
-      const k = `${p.protocol}/${p.nodePort}`;
-      if (seen.has(k)) ctx.addIssue({ code: 'custom', message: `NodePort ${k} is used twice (${s.namespace}/${s.name})`, path: ['services'] });
-      seen.add(k);
+export const ClusterSpec = z
+  .object({
+    podCIDR: z.string().regex(/^[0-9.]+\/[0-9]+$/),
+    serviceCIDR: z.string().regex(/^[0-9.]+\/[0-9]+$/),
+    /** Addresses that accept NodePort traffic (kube-proxy's `nodeport-ips`). */
+    nodeIPs: z.array(Ipv4).min(1),
+    services: z.array(Service),
+    /**
+     * This many more ClusterIP Services, two endpoints each, as a cluster's load: addresses
+     * 10.100.x.y (inside the Service CIDR), endpoints in `fillerEndpointPrefix`.0/24.
+     */
+    filler: z.number().int().min(0).max(20_000).default(0),
+    fillerEndpointPrefix: z
+      .string()
+      .regex(/^[0-9]+\.[0-9]+\.[0-9]+$/)
+      .default('10.0.9'),
+  })
+  .superRefine((spec, ctx) => {
+    // The API server allocates each NodePort once; a duplicate would fail the whole transaction.
+    const seen = new Set<string>();
+    for (const s of spec.services) {
+      for (const p of s.ports) {
+        if (p.nodePort === undefined) continue;
+        const k = `${p.protocol}/${p.nodePort}`;
+        if (seen.has(k))
+          ctx.addIssue({
+            code: 'custom',
+            message: `NodePort ${k} is used twice (${s.namespace}/${s.name})`,
+            path: ['services'],
+          });
+        seen.add(k);
+      }
     }
-  }
-});
+  });
 export type ClusterSpec = z.input<typeof ClusterSpec>;
 type Spec = z.output<typeof ClusterSpec>;
 type Svc = z.output<typeof Service>;
@@ -180,8 +190,14 @@ export function renderNftables(input: ClusterSpec): string {
       const extChain = `external-${hash}-${id}`;
       const addrs = [s.clusterIP, ...s.loadBalancerIPs];
       if (s.endpoints.length === 0) {
-        for (const a of addrs) rules.push(`add element ${T} no-endpoint-services { ${a} . ${proto(p)} . ${p.port} comment "${portName(s, p)}" : goto reject-chain }`);
-        if (p.nodePort !== undefined) rules.push(`add element ${T} no-endpoint-nodeports { ${proto(p)} . ${p.nodePort} comment "${portName(s, p)}" : goto reject-chain }`);
+        for (const a of addrs)
+          rules.push(
+            `add element ${T} no-endpoint-services { ${a} . ${proto(p)} . ${p.port} comment "${portName(s, p)}" : goto reject-chain }`,
+          );
+        if (p.nodePort !== undefined)
+          rules.push(
+            `add element ${T} no-endpoint-nodeports { ${proto(p)} . ${p.nodePort} comment "${portName(s, p)}" : goto reject-chain }`,
+          );
         continue;
       }
       const eps = s.endpoints.map((ip) => {
@@ -189,8 +205,12 @@ export function renderNftables(input: ClusterSpec): string {
         return { ip, chain: `endpoint-${hashName(epId, 8)}-${epId}` };
       });
       chains.push(`add chain ${T} ${svcChain}`);
-      rules.push(`add rule ${T} ${svcChain} ip daddr ${s.clusterIP} ip saddr != ${spec.podCIDR} jump mark-for-masquerade`);
-      rules.push(`add rule ${T} ${svcChain} numgen random mod ${eps.length} vmap { ${eps.map((e, i) => `${i} : goto ${e.chain}`).join(' , ')} }`);
+      rules.push(
+        `add rule ${T} ${svcChain} ip daddr ${s.clusterIP} ip saddr != ${spec.podCIDR} jump mark-for-masquerade`,
+      );
+      rules.push(
+        `add rule ${T} ${svcChain} numgen random mod ${eps.length} vmap { ${eps.map((e, i) => `${i} : goto ${e.chain}`).join(' , ')} }`,
+      );
       if (external(p, s)) {
         chains.push(`add chain ${T} ${extChain}`);
         rules.push(`add rule ${T} ${extChain} jump mark-for-masquerade`);
@@ -202,8 +222,10 @@ export function renderNftables(input: ClusterSpec): string {
         rules.push(`add rule ${T} ${e.chain} meta l4proto ${proto(p)} dnat to ${e.ip}:${p.targetPort}`);
       }
       rules.push(`add element ${T} service-ips { ${s.clusterIP} . ${proto(p)} . ${p.port} : goto ${svcChain} }`);
-      for (const lb of s.loadBalancerIPs) rules.push(`add element ${T} service-ips { ${lb} . ${proto(p)} . ${p.port} : goto ${extChain} }`);
-      if (p.nodePort !== undefined) rules.push(`add element ${T} service-nodeports { ${proto(p)} . ${p.nodePort} : goto ${extChain} }`);
+      for (const lb of s.loadBalancerIPs)
+        rules.push(`add element ${T} service-ips { ${lb} . ${proto(p)} . ${p.port} : goto ${extChain} }`);
+      if (p.nodePort !== undefined)
+        rules.push(`add element ${T} service-nodeports { ${proto(p)} . ${p.nodePort} : goto ${extChain} }`);
     }
   }
   return `${[...out, ...chains, ...rules].join('\n')}\n`;
@@ -216,7 +238,14 @@ export function renderNftables(input: ClusterSpec): string {
  */
 export function renderIptables(input: ClusterSpec): string {
   const spec = ClusterSpec.parse(input);
-  const filterChains = ['KUBE-NODEPORTS', 'KUBE-SERVICES', 'KUBE-EXTERNAL-SERVICES', 'KUBE-FIREWALL', 'KUBE-FORWARD', 'KUBE-PROXY-FIREWALL'];
+  const filterChains = [
+    'KUBE-NODEPORTS',
+    'KUBE-SERVICES',
+    'KUBE-EXTERNAL-SERVICES',
+    'KUBE-FIREWALL',
+    'KUBE-FORWARD',
+    'KUBE-PROXY-FIREWALL',
+  ];
   const filter: string[] = [
     '-A INPUT -m conntrack --ctstate NEW -m comment --comment "kubernetes load balancer firewall" -j KUBE-PROXY-FIREWALL',
     '-A INPUT -m comment --comment "kubernetes health check service ports" -j KUBE-NODEPORTS',
@@ -250,23 +279,42 @@ export function renderIptables(input: ClusterSpec): string {
       const pn = portName(s, p);
       const m = `-m ${proto(p)} -p ${proto(p)}`;
       if (s.endpoints.length === 0) {
-        filter.push(`-A KUBE-SERVICES -m comment --comment "${pn} has no endpoints" ${m} -d ${s.clusterIP} --dport ${p.port} -j REJECT`);
-        for (const lb of s.loadBalancerIPs) filter.push(`-A KUBE-EXTERNAL-SERVICES -m comment --comment "${pn} has no endpoints" ${m} -d ${lb} --dport ${p.port} -j REJECT`);
-        if (p.nodePort !== undefined) filter.push(`-A KUBE-EXTERNAL-SERVICES -m comment --comment "${pn} has no endpoints" -m addrtype --dst-type LOCAL ${m} --dport ${p.nodePort} -j REJECT`);
+        filter.push(
+          `-A KUBE-SERVICES -m comment --comment "${pn} has no endpoints" ${m} -d ${s.clusterIP} --dport ${p.port} -j REJECT`,
+        );
+        for (const lb of s.loadBalancerIPs)
+          filter.push(
+            `-A KUBE-EXTERNAL-SERVICES -m comment --comment "${pn} has no endpoints" ${m} -d ${lb} --dport ${p.port} -j REJECT`,
+          );
+        if (p.nodePort !== undefined)
+          filter.push(
+            `-A KUBE-EXTERNAL-SERVICES -m comment --comment "${pn} has no endpoints" -m addrtype --dst-type LOCAL ${m} --dport ${p.nodePort} -j REJECT`,
+          );
         continue;
       }
       const key = `${pn}/${p.protocol}`;
       const svc = `KUBE-SVC-${hashName(key, 16)}`;
       const ext = `KUBE-EXT-${hashName(key, 16)}`;
       natChains.push(svc);
-      nat.push(`-A KUBE-SERVICES -m comment --comment "${pn} cluster IP" ${m} -d ${s.clusterIP} --dport ${p.port} -j ${svc}`);
+      nat.push(
+        `-A KUBE-SERVICES -m comment --comment "${pn} cluster IP" ${m} -d ${s.clusterIP} --dport ${p.port} -j ${svc}`,
+      );
       if (external(p, s)) {
         natChains.push(ext);
-        for (const lb of s.loadBalancerIPs) nat.push(`-A KUBE-SERVICES -m comment --comment "${pn} loadbalancer IP" ${m} -d ${lb} --dport ${p.port} -j ${ext}`);
-        if (p.nodePort !== undefined) nat.push(`-A KUBE-NODEPORTS -m comment --comment ${pn} ${m} --dport ${p.nodePort} -j ${ext}`);
-        perService.push(`-A ${ext} -m comment --comment "masquerade traffic for ${pn} external destinations" -j KUBE-MARK-MASQ`, `-A ${ext} -j ${svc}`);
+        for (const lb of s.loadBalancerIPs)
+          nat.push(
+            `-A KUBE-SERVICES -m comment --comment "${pn} loadbalancer IP" ${m} -d ${lb} --dport ${p.port} -j ${ext}`,
+          );
+        if (p.nodePort !== undefined)
+          nat.push(`-A KUBE-NODEPORTS -m comment --comment ${pn} ${m} --dport ${p.nodePort} -j ${ext}`);
+        perService.push(
+          `-A ${ext} -m comment --comment "masquerade traffic for ${pn} external destinations" -j KUBE-MARK-MASQ`,
+          `-A ${ext} -j ${svc}`,
+        );
       }
-      perService.push(`-A ${svc} -m comment --comment "${pn} cluster IP" ${m} -d ${s.clusterIP} --dport ${p.port} ! -s ${spec.podCIDR} -j KUBE-MARK-MASQ`);
+      perService.push(
+        `-A ${svc} -m comment --comment "${pn} cluster IP" ${m} -d ${s.clusterIP} --dport ${p.port} ! -s ${spec.podCIDR} -j KUBE-MARK-MASQ`,
+      );
       s.endpoints.forEach((ip, i) => {
         const sep = `KUBE-SEP-${hashName(`${key}/${ip}:${p.targetPort}`, 16)}`;
         natChains.push(sep);
@@ -274,11 +322,16 @@ export function renderIptables(input: ClusterSpec): string {
         // The i-th of n endpoints takes 1/(n-i) of what the ones before it left: uniform overall.
         const stat = left > 1 ? ` -m statistic --mode random --probability ${(1 / left).toFixed(10)}` : '';
         perService.push(`-A ${svc} -m comment --comment "${pn} -> ${ip}:${p.targetPort}"${stat} -j ${sep}`);
-        perService.push(`-A ${sep} -m comment --comment ${pn} -s ${ip} -j KUBE-MARK-MASQ`, `-A ${sep} -m comment --comment ${pn} ${m} -j DNAT --to-destination ${ip}:${p.targetPort}`);
+        perService.push(
+          `-A ${sep} -m comment --comment ${pn} -s ${ip} -j KUBE-MARK-MASQ`,
+          `-A ${sep} -m comment --comment ${pn} ${m} -j DNAT --to-destination ${ip}:${p.targetPort}`,
+        );
       });
     }
   }
-  nat.push('-A KUBE-SERVICES -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS');
+  nat.push(
+    '-A KUBE-SERVICES -m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain" -m addrtype --dst-type LOCAL -j KUBE-NODEPORTS',
+  );
   const builtins = (names: string[]) => names.map((n) => `:${n} ACCEPT [0:0]`);
   return [
     '*filter',

@@ -15,7 +15,8 @@ export interface Netns {
 }
 
 export function requireRoot(): void {
-  if (process.getuid?.() !== 0) throw new Error('network-namespace tests need root (and nft, ip): run as root, as CI does');
+  if (process.getuid?.() !== 0)
+    throw new Error('network-namespace tests need root (and nft, ip): run as root, as CI does');
 }
 
 export function createNetns(): Netns {

@@ -55,7 +55,9 @@ export function completeService(o: ServiceOptions = {}): Record<string, any> {
   s.spec.ipFamilies = ['IPv4'];
   s.spec.ipFamilyPolicy = 'SingleStack';
   s.spec.externalIPs = ['192.0.2.10'];
-  s.spec.ports = o.ports ?? [{ name: 'http', protocol: 'TCP', appProtocol: 'http', port: 80, targetPort: 8080, nodePort: 30080 }];
+  s.spec.ports = o.ports ?? [
+    { name: 'http', protocol: 'TCP', appProtocol: 'http', port: 80, targetPort: 8080, nodePort: 30080 },
+  ];
   s.spec.sessionAffinity = 'None';
   s.spec.loadBalancerIP = '';
   s.spec.loadBalancerSourceRanges = ['0.0.0.0/0'];
@@ -74,7 +76,11 @@ export const HINT = 'flowhint.dev/traffic-hint';
 export const THRESHOLD = 'flowhint.dev/offload-after-packets';
 export const TIMEOUT = 'flowhint.dev/conntrack-timeout';
 
-export function hinted(value = 'LongLived', more: Record<string, string> = {}, label: string | null = value): Record<string, any> {
+export function hinted(
+  value = 'LongLived',
+  more: Record<string, string> = {},
+  label: string | null = value,
+): Record<string, any> {
   return completeService({
     annotations: { 'example.com/owner': 'team-a', [HINT]: value, ...more },
     labels: label === null ? { app: 'web' } : { app: 'web', [HINT]: label },

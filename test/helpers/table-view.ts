@@ -20,7 +20,8 @@ const byPort = (a: string, b: string) => {
 export function offloads(model: TableModel | undefined): Record<string, string[]> {
   const out: Record<string, string[]> = {};
   for (const map of ['vips4', 'vips6']) {
-    for (const [addr, chain] of model?.maps.get(map)?.elements ?? []) out[addr] = [...(model?.chains.get(chain)?.rules ?? ['(missing chain)'])];
+    for (const [addr, chain] of model?.maps.get(map)?.elements ?? [])
+      out[addr] = [...(model?.chains.get(chain)?.rules ?? ['(missing chain)'])];
   }
   const marks: Record<string, string[]> = {};
   for (const set of ['long4', 'long6']) {
@@ -47,7 +48,10 @@ export function offloadRule(addr: string, p: PortSpec, flowtable = true): string
 }
 
 /** The expected view: each address with its ports' rules. */
-export function expectOffloads(services: ReadonlyArray<{ addrs: readonly string[]; ports: readonly PortSpec[] }>, flowtable = true): Record<string, string[]> {
+export function expectOffloads(
+  services: ReadonlyArray<{ addrs: readonly string[]; ports: readonly PortSpec[] }>,
+  flowtable = true,
+): Record<string, string[]> {
   const out: Record<string, string[]> = {};
   for (const s of services) {
     const marks = s.ports.map((p) => `marked ${p.proto ?? 'tcp'} ${p.port}`).sort(byPort);
@@ -58,5 +62,8 @@ export function expectOffloads(services: ReadonlyArray<{ addrs: readonly string[
 
 /** A view as one comparable string, addresses sorted. */
 export function viewText(view: Record<string, string[]>): string {
-  return Object.keys(view).sort().map((a) => `${a}: ${view[a]!.join('; ')}`).join('\n');
+  return Object.keys(view)
+    .sort()
+    .map((a) => `${a}: ${view[a]!.join('; ')}`)
+    .join('\n');
 }

@@ -10,16 +10,29 @@ import { HarnessError, runInVm } from './vm.ts';
 
 const scripts = process.argv[2] ? [process.argv[2]] : ['test/kernel/scenarios.sh', 'test/kernel/icount/gate.sh'];
 // The benchmark's knobs (BENCH_SECS, …) reach the script inside the VM.
-const env = Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => e[0].startsWith('BENCH_') && e[1] !== undefined));
+const env = Object.fromEntries(
+  Object.entries(process.env).filter((e): e is [string, string] => e[0].startsWith('BENCH_') && e[1] !== undefined),
+);
 
 /** One VM run; its exit status, its counts, and its last JSON line. */
-async function runOne(script: string): Promise<{ code: number; passed: number; failed: number; json?: string | undefined }> {
+async function runOne(
+  script: string,
+): Promise<{ code: number; passed: number; failed: number; json?: string | undefined }> {
   const started = Date.now();
   try {
-    const r = await runInVm(script, { env, onOutput: (s) => process.stdout.write(s), timeoutMs: 60 * 60_000, icount: script.includes('/icount/') });
+    const r = await runInVm(script, {
+      env,
+      onOutput: (s) => process.stdout.write(s),
+      timeoutMs: 60 * 60_000,
+      icount: script.includes('/icount/'),
+    });
     const secs = Math.round((Date.now() - started) / 1000);
     const counts = [...r.output.matchAll(/^(\d+) passed, (\d+) failed\r?$/gm)].at(-1);
-    const json = r.output.split(/\r?\n/).filter((l) => /^\{".*\}\s*$/.test(l)).at(-1)?.trim();
+    const json = r.output
+      .split(/\r?\n/)
+      .filter((l) => /^\{".*\}\s*$/.test(l))
+      .at(-1)
+      ?.trim();
     const passed = Number(counts?.[1] ?? 0);
     const failed = Number(counts?.[2] ?? 0);
     if (r.timedOut) {
@@ -27,7 +40,9 @@ async function runOne(script: string): Promise<{ code: number; passed: number; f
       return { code: 1, passed, failed: failed + 1, json };
     }
     if (!/FLOWHINT_EXIT=\d+/.test(r.output)) {
-      console.error(`\ntest:kernel: FAILED: ${script}: the VM stopped without reporting an exit status (boot failure?) after ${secs}s`);
+      console.error(
+        `\ntest:kernel: FAILED: ${script}: the VM stopped without reporting an exit status (boot failure?) after ${secs}s`,
+      );
       return { code: 1, passed, failed: failed + 1, json };
     }
     console.log(`\ntest:kernel: ${script} exited ${r.code} in ${secs}s`);

@@ -50,7 +50,11 @@ if (mode === 'server') {
   let pending: (() => void) | undefined;
   s.on('data', () => pending?.());
   await new Promise((r) => s.once('connect', r));
-  const trip = () => new Promise<void>((r) => { pending = r; s.write('x'); });
+  const trip = () =>
+    new Promise<void>((r) => {
+      pending = r;
+      s.write('x');
+    });
   for (let i = 0; i < n1; i++) await trip();
   writeFileSync(`${dir}/phase1`, '');
   while (!existsSync(`${dir}/go`)) await sleep(100);
@@ -64,8 +68,16 @@ if (mode === 'server') {
   u.on('message', () => pending?.());
   u.connect(port, host);
   await new Promise((r) => u.once('connect', r));
-  for (let i = 0; i < n; i++) await new Promise<void>((r) => { pending = r; u.send('x'); setTimeout(r, 500); });
-  for (let i = 0; i < hold; i++) { u.send('x'); await sleep(1000); }
+  for (let i = 0; i < n; i++)
+    await new Promise<void>((r) => {
+      pending = r;
+      u.send('x');
+      setTimeout(r, 500);
+    });
+  for (let i = 0; i < hold; i++) {
+    u.send('x');
+    await sleep(1000);
+  }
   u.close();
 } else if (mode === 'tcp-check') {
   const [host, port, n, bytes] = [a!, Number(b), Number(c), Number(d)];
@@ -162,7 +174,9 @@ if (mode === 'server') {
     await sleep(10);
   }
   while (pending.size > 0) await sleep(50);
-  console.log(`udp-rate ${host}:${port}: ${sent} sent, ${answered} answered in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  console.log(
+    `udp-rate ${host}:${port}: ${sent} sent, ${answered} answered in ${((Date.now() - started) / 1000).toFixed(1)} s`,
+  );
 } else if (mode === 'udp-tag') {
   const [addr, port, tag] = [a!, Number(b), c!];
   const u = createSocket({ type: addr.includes(':') ? 'udp6' : 'udp4' });
@@ -217,20 +231,26 @@ if (mode === 'server') {
     if (await one()) ok += 1;
     else failed += 1;
   }
-  console.log(`crr ${host}:${port}: ${ok} connections whole, ${failed} failed, ${(ok / ((Date.now() - started) / 1000)).toFixed(1)} per second`);
+  console.log(
+    `crr ${host}:${port}: ${ok} connections whole, ${failed} failed, ${(ok / ((Date.now() - started) / 1000)).toFixed(1)} per second`,
+  );
 } else if (mode === 'connect') {
   const [host, port, ms] = [a!, Number(b), Number(c)];
   const s = createConnection({ host, port });
   const result = await new Promise<string>((resolve) => {
     const timer = setTimeout(() => resolve('timeout'), ms);
     s.on('connect', () => resolve('connected'));
-    s.on('error', (err: NodeJS.ErrnoException) => resolve(err.code === 'ECONNREFUSED' ? 'refused' : (err.code ?? 'error')));
+    s.on('error', (err: NodeJS.ErrnoException) =>
+      resolve(err.code === 'ECONNREFUSED' ? 'refused' : (err.code ?? 'error')),
+    );
     s.on('close', () => clearTimeout(timer));
   });
   s.destroy();
   console.log(result);
   process.exit(0);
 } else {
-  process.stderr.write('usage: traffic.ts server PORT | tcp HOST PORT N1 N2 DIR | udp HOST PORT N HOLD_S | tcp-check HOST PORT N BYTES | udp-check HOST PORT N | udp-rate HOST PORT RATE SECS | udp-tag ADDR PORT TAG | udp-watch HOST PORT SECS | crr HOST PORT SECS | connect HOST PORT MS\n');
+  process.stderr.write(
+    'usage: traffic.ts server PORT | tcp HOST PORT N1 N2 DIR | udp HOST PORT N HOLD_S | tcp-check HOST PORT N BYTES | udp-check HOST PORT N | udp-rate HOST PORT RATE SECS | udp-tag ADDR PORT TAG | udp-watch HOST PORT SECS | crr HOST PORT SECS | connect HOST PORT MS\n',
+  );
   process.exit(2);
 }

@@ -13,16 +13,37 @@
  *   covered, so a checkout under /tmp still works.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { outputText } from '../setup/tools.ts';
 
 export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const CACHE = join(REPO, '.cache', 'kernel');
 /** Where the repository is seen inside the VM. */
 export const VM_SRC = '/run/flowhint-src';
 
-const BOOT_MODULES = ['virtio_ring', 'virtio', 'virtio_pci_legacy_dev', 'virtio_pci_modern_dev', 'virtio_pci', 'netfs', 'fscache', '9pnet', '9pnet_virtio', '9p'];
+const BOOT_MODULES = [
+  'virtio_ring',
+  'virtio',
+  'virtio_pci_legacy_dev',
+  'virtio_pci_modern_dev',
+  'virtio_pci',
+  'netfs',
+  'fscache',
+  '9pnet',
+  '9pnet_virtio',
+  '9p',
+];
 
 export class HarnessError extends Error {}
 
@@ -35,7 +56,8 @@ function sh(cmd: string, args: string[], cwd?: string): string {
 
 /** Preconditions, loudly: this suite never skips and reports success. */
 export function checkHost(): void {
-  if (process.getuid?.() !== 0) throw new HarnessError('the real-kernel suite needs root (9p passthrough, network namespaces)');
+  if (process.getuid?.() !== 0)
+    throw new HarnessError('the real-kernel suite needs root (9p passthrough, network namespaces)');
   for (const tool of ['qemu-system-x86_64', 'cpio', 'busybox', 'apt-get', 'dpkg']) {
     if (spawnSync('sh', ['-c', `command -v ${tool}`]).status !== 0) {
       throw new HarnessError(`${tool} not found; install qemu-system-x86 busybox-static cpio (bash .ci/run does)`);
@@ -44,8 +66,7 @@ export function checkHost(): void {
 }
 
 function kernelPackage(): string {
-  // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- spawnSync gives undefined output when the command cannot be spawned, whatever its type says.
-  let out = spawnSync('apt-cache', ['depends', 'linux-image-amd64'], { encoding: 'utf8' }).stdout ?? '';
+  let out = outputText(spawnSync('apt-cache', ['depends', 'linux-image-amd64'], { encoding: 'utf8' }).stdout);
   if (!/Depends: linux-image-/.test(out)) {
     sh('apt-get', ['update', '-q']);
     out = sh('apt-cache', ['depends', 'linux-image-amd64']);
@@ -109,12 +130,17 @@ export function ensureInitrd(k: Kernel): string {
   symlinkSync('busybox', join(dir, 'bin', 'sh'));
   const modRoot = join(k.modulesDir, k.release, 'kernel');
   for (const m of BOOT_MODULES) {
-    const path = sh('find', [modRoot, '-name', `${m}.ko`]).trim().split('\n')[0];
+    const path = sh('find', [modRoot, '-name', `${m}.ko`])
+      .trim()
+      .split('\n')[0];
     if (!path) throw new HarnessError(`module ${m}.ko not found under ${modRoot}`);
     copyFileSync(path, join(dir, 'mods', `${m}.ko`));
   }
   writeFileSync(join(dir, 'init'), INIT, { mode: 0o755 });
-  sh('sh', ['-c', `cd '${dir}' && find . | cpio -o -H newc --quiet | gzip -1 > '${out}.tmp' && mv '${out}.tmp' '${out}'`]);
+  sh('sh', [
+    '-c',
+    `cd '${dir}' && find . | cpio -o -H newc --quiet | gzip -1 > '${out}.tmp' && mv '${out}.tmp' '${out}'`,
+  ]);
   return out;
 }
 
@@ -130,7 +156,13 @@ export interface VmResult {
  */
 export async function runInVm(
   script: string,
-  o: { timeoutMs?: number; memoryMiB?: number; onOutput?: (s: string) => void; env?: Record<string, string>; icount?: boolean } = {},
+  o: {
+    timeoutMs?: number;
+    memoryMiB?: number;
+    onOutput?: (s: string) => void;
+    env?: Record<string, string>;
+    icount?: boolean;
+  } = {},
 ): Promise<VmResult> {
   checkHost();
   const k = ensureKernel();
@@ -139,10 +171,12 @@ export async function runInVm(
   // machines (containers) have none; an empty one is what Debian ships anyway.
   mkdirSync('/lib/modules', { recursive: true });
   const env = Object.entries(o.env ?? {}).map(([key, v]) => {
-    if (!/^[A-Z_][A-Z0-9_]*$/.test(key) || !/^[A-Za-z0-9_.,:/=-]*$/.test(v)) throw new HarnessError(`env ${key}=${v} cannot go on a kernel command line`);
+    if (!/^[A-Z_][A-Z0-9_]*$/.test(key) || !/^[A-Za-z0-9_.,:/=-]*$/.test(v))
+      throw new HarnessError(`env ${key}=${v} cannot go on a kernel command line`);
     return `${key}=${v}`;
   });
-  if (/\s/.test(REPO)) throw new HarnessError(`the repository path ${REPO} has white space; the kernel command line cannot carry it`);
+  if (/\s/.test(REPO))
+    throw new HarnessError(`the repository path ${REPO} has white space; the kernel command line cannot carry it`);
   const append = [
     'console=ttyS0',
     'quiet',
@@ -158,12 +192,29 @@ export async function runInVm(
   // icount: one vCPU, single-threaded TCG, guest time = executed instructions (1 ns each) and
   // never waiting on the host (sleep=off), so a throughput inside the guest is work per
   // instruction, the same on a busy host as on an idle one.
-  const cpu = o.icount ? ['-accel', 'tcg', '-icount', 'shift=0,sleep=off', '-smp', '1'] : ['-accel', 'tcg,thread=multi', '-smp', '2'];
+  const cpu = o.icount
+    ? ['-accel', 'tcg', '-icount', 'shift=0,sleep=off', '-smp', '1']
+    : ['-accel', 'tcg,thread=multi', '-smp', '2'];
   const args = [
-    '-machine', 'q35', ...cpu, '-cpu', 'max', '-m', String(o.memoryMiB ?? 2048),
-    '-nographic', '-no-reboot', '-nic', 'none',
-    '-kernel', k.vmlinuz, '-initrd', initrd, '-append', append,
-    '-virtfs', 'local,path=/,mount_tag=hostroot,security_model=passthrough,multidevs=remap',
+    '-machine',
+    'q35',
+    ...cpu,
+    '-cpu',
+    'max',
+    '-m',
+    String(o.memoryMiB ?? 2048),
+    '-nographic',
+    '-no-reboot',
+    '-nic',
+    'none',
+    '-kernel',
+    k.vmlinuz,
+    '-initrd',
+    initrd,
+    '-append',
+    append,
+    '-virtfs',
+    'local,path=/,mount_tag=hostroot,security_model=passthrough,multidevs=remap',
   ];
   return new Promise((resolveRun) => {
     const child = spawn('qemu-system-x86_64', args, { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -176,10 +227,13 @@ export async function runInVm(
     };
     child.stdout.on('data', onData);
     child.stderr.on('data', onData);
-    const timer = setTimeout(() => {
-      timedOut = true;
-      child.kill('SIGKILL');
-    }, o.timeoutMs ?? 20 * 60_000);
+    const timer = setTimeout(
+      () => {
+        timedOut = true;
+        child.kill('SIGKILL');
+      },
+      o.timeoutMs ?? 20 * 60_000,
+    );
     child.on('close', () => {
       clearTimeout(timer);
       const m = /FLOWHINT_EXIT=(\d+)/.exec(output);

@@ -4,7 +4,10 @@ import { Backoff } from '../../lib/backoff.ts';
 
 t.test('doubles up to the cap; no jitter at the midpoint', async (t) => {
   const b = new Backoff({ initialMs: 100, maxMs: 1000 }, () => 0.5);
-  t.same([1, 2, 3, 4, 5, 6].map(() => b.next(0)), [100, 200, 400, 800, 1000, 1000]);
+  t.same(
+    [1, 2, 3, 4, 5, 6].map(() => b.next(0)),
+    [100, 200, 400, 800, 1000, 1000],
+  );
   b.succeeded();
   t.equal(b.next(0), 100, 'a success starts over');
 });

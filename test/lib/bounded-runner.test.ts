@@ -39,7 +39,10 @@ t.test('nothing runs before start; a burst of requests is one run', async (t) =>
   await sleep(100);
   t.ok(runs.length >= 2 && runs.length < 11, `ten spread requests: ${runs.length - 1} more run(s)`);
   const gaps = runs.slice(1).map((r, i) => r - runs[i]!);
-  t.ok(gaps.every((g) => g >= 29), `runs at least the minimum interval apart (${gaps.join(', ')} ms)`);
+  t.ok(
+    gaps.every((g) => g >= 29),
+    `runs at least the minimum interval apart (${gaps.join(', ')} ms)`,
+  );
   t.notOk(overlap(), 'never two at once');
   await runner.stop();
 });

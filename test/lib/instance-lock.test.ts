@@ -15,7 +15,15 @@ t.test('a second holder is refused with a stable code; release frees it', async 
 
 t.test('kill -9 of the holder frees the lock: no stale lock to clean up', async (t) => {
   const lockName = `${name}-child`;
-  const child = spawn(process.execPath, ['--input-type=module', '-e', `import('${new URL('../../lib/instance-lock.ts', import.meta.url).href}').then(async (m) => { await m.acquireInstanceLock('${lockName}'); console.log('held'); setInterval(() => {}, 1000); })`], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(
+    process.execPath,
+    [
+      '--input-type=module',
+      '-e',
+      `import('${new URL('../../lib/instance-lock.ts', import.meta.url).href}').then(async (m) => { await m.acquireInstanceLock('${lockName}'); console.log('held'); setInterval(() => {}, 1000); })`,
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
   await new Promise<void>((r) => child.stdout.once('data', () => r()));
   await t.rejects(acquireInstanceLock(lockName), { code: 'FH_AGENT_RUNNING' }, 'held by the child');
   child.kill('SIGKILL');

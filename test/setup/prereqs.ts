@@ -5,7 +5,7 @@
  * (never a stack trace, never a half-run suite).
  */
 import { spawnSync } from 'node:child_process';
-import { APT_TOOLS, ToolError, fetchKustomize, kustomizeCommand, onPath } from './tools.ts';
+import { APT_TOOLS, ToolError, fetchKustomize, kustomizeCommand, onPath, outputText } from './tools.ts';
 
 const say = (s: string) => process.stderr.write(`prereqs: ${s}\n`);
 const isRoot = process.getuid?.() === 0;
@@ -19,23 +19,36 @@ function fail(message: string): never {
 const missing = APT_TOOLS.filter((t) => !onPath(t.command));
 if (missing.length > 0) {
   const pkgs = missing.map((t) => t.pkg);
-  if (!canApt) fail(`missing ${missing.map((t) => `${t.command} (${t.why})`).join(', ')}; install them with: apt-get install -y ${pkgs.join(' ')} (as root), then run npm test again`);
+  if (!canApt)
+    fail(
+      `missing ${missing.map((t) => `${t.command} (${t.why})`).join(', ')}; install them with: apt-get install -y ${pkgs.join(' ')} (as root), then run npm test again`,
+    );
   say(`installing ${pkgs.join(' ')}: ${missing.map((t) => `${t.command} (${t.why})`).join('; ')}`);
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-  const install = () => spawnSync('apt-get', ['install', '-y', '-q', '--no-install-recommends', ...pkgs], { stdio: ['ignore', 'ignore', 'pipe'], env, encoding: 'utf8' });
+  const install = () =>
+    spawnSync('apt-get', ['install', '-y', '-q', '--no-install-recommends', ...pkgs], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      env,
+      encoding: 'utf8',
+    });
   let r = install();
   if (r.status !== 0) {
     spawnSync('apt-get', ['update', '-q'], { stdio: 'ignore', env });
     r = install();
   }
-  // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- spawnSync gives undefined output when the command cannot be spawned, whatever its type says.
-  if (r.status !== 0) fail(`apt-get install ${pkgs.join(' ')} failed: ${(r.stderr ?? '').trim().split('\n').at(-1)}; install them by hand and run npm test again`);
+  if (r.status !== 0)
+    fail(
+      `apt-get install ${pkgs.join(' ')} failed: ${outputText(r.stderr).trim().split('\n').at(-1)}; install them by hand and run npm test again`,
+    );
 }
 
 if (!kustomizeCommand()) {
-  const hint = 'a kustomize that builds overlays with components (5.x): put one on PATH, or run npm test as root with apt so it is fetched into .cache/tools';
+  const hint =
+    'a kustomize that builds overlays with components (5.x): put one on PATH, or run npm test as root with apt so it is fetched into .cache/tools';
   if (!canApt) fail(`missing kustomize (the manifest tests build every overlay); ${hint}`);
-  say("fetching kustomize from Debian sid into .cache/tools (the manifest tests build every overlay; bookworm's kubectl 1.20 cannot build components)");
+  say(
+    "fetching kustomize from Debian sid into .cache/tools (the manifest tests build every overlay; bookworm's kubectl 1.20 cannot build components)",
+  );
   try {
     fetchKustomize();
   } catch (err) {

@@ -34,7 +34,11 @@ export const APT_TOOLS: readonly Tool[] = [
   { command: 'nft', pkg: 'nftables', why: 'the network-namespace tests program real rulesets' },
   { command: 'ip', pkg: 'iproute2', why: 'the tests make scratch network namespaces' },
   { command: 'conntrack', pkg: 'conntrack', why: 'the agent reads offloaded connections' },
-  { command: 'iptables-restore', pkg: 'iptables', why: "kube-proxy's iptables-mode rules are loaded beside flowhint's" },
+  {
+    command: 'iptables-restore',
+    pkg: 'iptables',
+    why: "kube-proxy's iptables-mode rules are loaded beside flowhint's",
+  },
 ];
 
 export function onPath(command: string): boolean {
@@ -49,11 +53,18 @@ export function kustomizeCommand(): string | undefined {
 
 /** The machine's Debian archive address, from its own apt sources (deb822 or one-line). */
 function archiveUri(): string | undefined {
-  const files = ['/etc/apt/sources.list', ...(existsSync('/etc/apt/sources.list.d') ? readdirSync('/etc/apt/sources.list.d').map((f) => join('/etc/apt/sources.list.d', f)) : [])];
+  const files = [
+    '/etc/apt/sources.list',
+    ...(existsSync('/etc/apt/sources.list.d')
+      ? readdirSync('/etc/apt/sources.list.d').map((f) => join('/etc/apt/sources.list.d', f))
+      : []),
+  ];
   for (const f of files) {
     if (!existsSync(f)) continue;
     const text = readFileSync(f, 'utf8');
-    const uri = /^URIs:\s*(\S+\/debian)\/?\s*$/m.exec(text)?.[1] ?? /^deb\s+(?:\[[^\]]*\]\s+)?(\S+\/debian)\/?\s+\S+/m.exec(text)?.[1];
+    const uri =
+      /^URIs:\s*(\S+\/debian)\/?\s*$/m.exec(text)?.[1] ??
+      /^deb\s+(?:\[[^\]]*\]\s+)?(\S+\/debian)\/?\s+\S+/m.exec(text)?.[1];
     if (uri) return uri;
   }
   return undefined;
@@ -61,10 +72,17 @@ function archiveUri(): string | undefined {
 
 export class ToolError extends Error {}
 
+/** spawnSync's output as text: undefined when the command cannot be spawned at all, whatever its type says. */
+export function outputText(output: string | null | undefined): string {
+  return output ?? '';
+}
+
 function run(cmd: string, args: string[], cwd?: string): void {
   const r = spawnSync(cmd, args, { cwd, encoding: 'utf8' });
-  // eslint-disable-next-line @typescript-eslint/no-unnecessary-condition -- spawnSync gives undefined output when the command cannot be spawned, whatever its type says.
-  if (r.status !== 0) throw new ToolError(`${cmd} ${args.join(' ')} failed (${r.status ?? r.error?.message}): ${(r.stderr ?? '').trim().split('\n').slice(-3).join(' ')}`);
+  if (r.status !== 0)
+    throw new ToolError(
+      `${cmd} ${args.join(' ')} failed (${r.status ?? r.error?.message}): ${outputText(r.stderr).trim().split('\n').slice(-3).join(' ')}`,
+    );
 }
 
 /** Fetch Debian sid's kustomize into .cache/tools (see above). Returns its path. */
@@ -74,14 +92,22 @@ export function fetchKustomize(): string {
   const apt = join(TOOLS, 'apt-sid');
   rmSync(apt, { recursive: true, force: true });
   for (const d of ['lists/partial', 'cache/archives/partial', 'debs']) mkdirSync(join(apt, d), { recursive: true });
-  writeFileSync(join(apt, 'sources.list'), `deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] ${uri} sid main\n`);
+  writeFileSync(
+    join(apt, 'sources.list'),
+    `deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] ${uri} sid main\n`,
+  );
   const o = [
     '-q',
-    '-o', `Dir::Etc::SourceList=${join(apt, 'sources.list')}`,
-    '-o', 'Dir::Etc::SourceParts=/dev/null',
-    '-o', `Dir::State::Lists=${join(apt, 'lists')}`,
-    '-o', `Dir::Cache=${join(apt, 'cache')}`,
-    '-o', 'APT::Sandbox::User=root',
+    '-o',
+    `Dir::Etc::SourceList=${join(apt, 'sources.list')}`,
+    '-o',
+    'Dir::Etc::SourceParts=/dev/null',
+    '-o',
+    `Dir::State::Lists=${join(apt, 'lists')}`,
+    '-o',
+    `Dir::Cache=${join(apt, 'cache')}`,
+    '-o',
+    'APT::Sandbox::User=root',
   ];
   run('apt-get', [...o, 'update']);
   run('apt-get', [...o, 'download', 'kustomize'], join(apt, 'debs'));

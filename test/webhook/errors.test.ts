@@ -8,13 +8,55 @@ import { createWebhookMetrics } from '../../webhook/metrics.ts';
 import { ERRORS } from '../../lib/errors.ts';
 
 const json = { 'content-type': 'application/json' };
-const cases: Array<{ what: string; url: string; headers: Record<string, string>; payload: string; status: number; code: string }> = [
-  { what: 'a URL fastify cannot decode', url: '/mutate%', headers: json, payload: '{}', status: 400, code: 'FH_BAD_REQUEST' },
-  { what: 'a body shorter than its Content-Length', url: '/mutate', headers: { ...json, 'content-length': '5' }, payload: '{"a":1,"b":2}', status: 400, code: 'FH_BAD_REQUEST' },
-  { what: 'a body that is not JSON', url: '/validate', headers: json, payload: '{', status: 400, code: 'FH_MALFORMED_JSON' },
+const cases: Array<{
+  what: string;
+  url: string;
+  headers: Record<string, string>;
+  payload: string;
+  status: number;
+  code: string;
+}> = [
+  {
+    what: 'a URL fastify cannot decode',
+    url: '/mutate%',
+    headers: json,
+    payload: '{}',
+    status: 400,
+    code: 'FH_BAD_REQUEST',
+  },
+  {
+    what: 'a body shorter than its Content-Length',
+    url: '/mutate',
+    headers: { ...json, 'content-length': '5' },
+    payload: '{"a":1,"b":2}',
+    status: 400,
+    code: 'FH_BAD_REQUEST',
+  },
+  {
+    what: 'a body that is not JSON',
+    url: '/validate',
+    headers: json,
+    payload: '{',
+    status: 400,
+    code: 'FH_MALFORMED_JSON',
+  },
   { what: 'an empty JSON body', url: '/validate', headers: json, payload: '', status: 400, code: 'FH_MALFORMED_JSON' },
-  { what: 'another content type', url: '/mutate', headers: { 'content-type': 'text/xml' }, payload: '<a/>', status: 400, code: 'FH_NOT_JSON' },
-  { what: 'a body over the limit', url: '/mutate', headers: json, payload: `{"x":"${'a'.repeat(2048)}"}`, status: 413, code: 'FH_BODY_TOO_LARGE' },
+  {
+    what: 'another content type',
+    url: '/mutate',
+    headers: { 'content-type': 'text/xml' },
+    payload: '<a/>',
+    status: 400,
+    code: 'FH_NOT_JSON',
+  },
+  {
+    what: 'a body over the limit',
+    url: '/mutate',
+    headers: json,
+    payload: `{"x":"${'a'.repeat(2048)}"}`,
+    status: 413,
+    code: 'FH_BODY_TOO_LARGE',
+  },
 ];
 
 t.test('fastify errors are answered with catalogue codes', async (t) => {
@@ -31,5 +73,9 @@ t.test('fastify errors are answered with catalogue codes', async (t) => {
   const exposition = await metrics.registry.getSingleMetricAsString('flowhint_webhook_bad_requests_total');
   const labels = [...exposition.matchAll(/code="([^"]+)"/g)].map((m) => m[1]);
   t.ok(labels.length > 0, 'errors were counted');
-  t.same(labels.filter((c) => !(c! in ERRORS)), [], 'the metric holds catalogue codes only');
+  t.same(
+    labels.filter((c) => !(c! in ERRORS)),
+    [],
+    'the metric holds catalogue codes only',
+  );
 });

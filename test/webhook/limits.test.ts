@@ -12,7 +12,13 @@ import { post, review, tempCerts } from '../helpers/admission.ts';
 import { hinted } from '../helpers/services.ts';
 
 const { dir, bundle } = await tempCerts();
-const server = await startWebhook({ certFile: `${dir}/tls.crt`, keyFile: `${dir}/tls.key`, host: '127.0.0.1', port: 0, logger: silentLogger() });
+const server = await startWebhook({
+  certFile: `${dir}/tls.crt`,
+  keyFile: `${dir}/tls.key`,
+  host: '127.0.0.1',
+  port: 0,
+  logger: silentLogger(),
+});
 t.teardown(() => server.close());
 const u = new URL(server.url);
 
@@ -104,14 +110,17 @@ t.test('a body dripped after complete headers is cut by the request timeout', as
   t.match(got, /^HTTP\/1\.1 408 /, 'answered 408 Request Timeout before closing');
 });
 
-t.test('connections that go quiet are closed: no TLS handshake, a handshake and nothing, an idle keep-alive', async (t) => {
-  const tcp = createConnection(Number(u.port), u.hostname);
-  const silent = await open();
-  const idle = await open();
-  const closed = [closedWithin(tcp, 60_000), closedWithin(silent, 60_000), closedWithin(idle, 60_000)];
-  idle.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
-  const [tcpMs, silentMs, idleMs] = await Promise.all(closed);
-  t.ok(tcpMs! > 0, `a TCP connection that never starts TLS is cut (handshake timeout): ${tcpMs} ms`);
-  t.ok(silentMs! > 0, `a connection that never sends a request is cut (headers timeout): ${silentMs} ms`);
-  t.ok(idleMs! > 0, `an idle keep-alive connection is closed (keep-alive timeout): ${idleMs} ms`);
-});
+t.test(
+  'connections that go quiet are closed: no TLS handshake, a handshake and nothing, an idle keep-alive',
+  async (t) => {
+    const tcp = createConnection(Number(u.port), u.hostname);
+    const silent = await open();
+    const idle = await open();
+    const closed = [closedWithin(tcp, 60_000), closedWithin(silent, 60_000), closedWithin(idle, 60_000)];
+    idle.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+    const [tcpMs, silentMs, idleMs] = await Promise.all(closed);
+    t.ok(tcpMs! > 0, `a TCP connection that never starts TLS is cut (handshake timeout): ${tcpMs} ms`);
+    t.ok(silentMs! > 0, `a connection that never sends a request is cut (headers timeout): ${silentMs} ms`);
+    t.ok(idleMs! > 0, `an idle keep-alive connection is closed (keep-alive timeout): ${idleMs} ms`);
+  },
+);

@@ -31,10 +31,12 @@ t.test('mutate: CREATE of a defaultable hint answers a JSON Patch with the uid',
   t.equal(r.patchType, 'JSONPatch');
   t.same(
     new Set(decodePatch(r).map((op) => JSON.stringify(op))),
-    new Set([
-      { op: 'replace', path: '/metadata/annotations/flowhint.dev~1traffic-hint', value: 'LongLived' },
-      { op: 'add', path: '/metadata/labels/flowhint.dev~1traffic-hint', value: 'LongLived' },
-    ].map((op) => JSON.stringify(op))),
+    new Set(
+      [
+        { op: 'replace', path: '/metadata/annotations/flowhint.dev~1traffic-hint', value: 'LongLived' },
+        { op: 'add', path: '/metadata/labels/flowhint.dev~1traffic-hint', value: 'LongLived' },
+      ].map((op) => JSON.stringify(op)),
+    ),
   );
   t.match(r.warnings, [/defaulted to "LongLived"/]);
   t.equal(d.review.apiVersion, 'admission.k8s.io/v1');
@@ -51,8 +53,14 @@ t.test('allowed unpatched: DELETE, CONNECT, subresources, other kinds', async (t
     review({ operation: 'DELETE', object: null, oldObject: completeService({ annotations: { [HINT]: 'x' } }) }),
     review({ operation: 'CONNECT', object: completeService({ annotations: { [HINT]: 'x' } }) }),
     review({ subResource: 'status', object: completeService({ annotations: { [HINT]: 'x' } }) }),
-    review({ kind: { group: 'apps', version: 'v1', kind: 'Deployment' }, object: { metadata: { annotations: { [HINT]: 'x' } } } }),
-    review({ kind: { group: 'example.com', version: 'v1', kind: 'Service' }, object: { metadata: { annotations: { [HINT]: 'x' } } } }),
+    review({
+      kind: { group: 'apps', version: 'v1', kind: 'Deployment' },
+      object: { metadata: { annotations: { [HINT]: 'x' } } },
+    }),
+    review({
+      kind: { group: 'example.com', version: 'v1', kind: 'Service' },
+      object: { metadata: { annotations: { [HINT]: 'x' } } },
+    }),
   ];
   for (const c of cases) {
     for (const decide of [mutate, validate]) {
@@ -64,7 +72,16 @@ t.test('allowed unpatched: DELETE, CONNECT, subresources, other kinds', async (t
 });
 
 t.test('mutate never crashes on objects the API server has not validated yet', async (t) => {
-  const objects: unknown[] = [null, 'x', 7, [], {}, { metadata: 5 }, { metadata: { annotations: 'x' } }, { metadata: { annotations: { [HINT]: 1 } } }];
+  const objects: unknown[] = [
+    null,
+    'x',
+    7,
+    [],
+    {},
+    { metadata: 5 },
+    { metadata: { annotations: 'x' } },
+    { metadata: { annotations: { [HINT]: 1 } } },
+  ];
   for (const object of objects) {
     const d = mutate(parseReview(review({ object })));
     t.same(d.review.response, { uid: '705ab4f5-6393-11e8-b7cc-42010a800002', allowed: true }, JSON.stringify(object));
@@ -90,7 +107,8 @@ t.test('validate: denial is 422 Invalid with causes naming the field', async (t)
     {
       reason: 'FieldValueInvalid',
       field: 'metadata.labels[flowhint.dev/traffic-hint]',
-      message: 'label flowhint.dev/traffic-hint "LongLived" must equal the flowhint.dev/traffic-hint annotation "Bogus"; remove the label, flowhint writes it',
+      message:
+        'label flowhint.dev/traffic-hint "LongLived" must equal the flowhint.dev/traffic-hint annotation "Bogus"; remove the label, flowhint writes it',
     },
   ]);
   t.match(r.status?.message, /^Service shop\/web is invalid: metadata\.annotations\[flowhint\.dev\/traffic-hint\]: /);
@@ -100,9 +118,17 @@ t.test('validate: denial is 422 Invalid with causes naming the field', async (t)
 t.test('validate: UPDATE uses oldObject; dryRun is handled like any request', async (t) => {
   const old = hinted();
   const removed = completeService();
-  t.equal(validate(parseReview(review({ operation: 'UPDATE', object: removed, oldObject: old }))).review.response.allowed, true, 'removing the hint');
+  t.equal(
+    validate(parseReview(review({ operation: 'UPDATE', object: removed, oldObject: old }))).review.response.allowed,
+    true,
+    'removing the hint',
+  );
   const spoof = completeService({ labels: { [HINT]: 'LongLived' } });
-  t.equal(validate(parseReview(review({ operation: 'UPDATE', object: spoof, oldObject: old }))).review.response.allowed, false, 'label kept without annotation');
+  t.equal(
+    validate(parseReview(review({ operation: 'UPDATE', object: spoof, oldObject: old }))).review.response.allowed,
+    false,
+    'label kept without annotation',
+  );
   const a = validate(parseReview(review({ object: hinted('Bogus'), dryRun: true })));
   const b = validate(parseReview(review({ object: hinted('Bogus'), dryRun: false })));
   t.same(a.review, b.review);

@@ -36,7 +36,15 @@ let expected = await publish(first);
 await symlink('..data/tls.crt', join(root, 'tls.crt'));
 await symlink('..data/tls.key', join(root, 'tls.key'));
 
-const server = await startWebhook({ certFile: join(root, 'tls.crt'), keyFile: join(root, 'tls.key'), host: '127.0.0.1', port: 0, metricsPort: 0, logger: silentLogger(), certPollMs: 500 });
+const server = await startWebhook({
+  certFile: join(root, 'tls.crt'),
+  keyFile: join(root, 'tls.key'),
+  host: '127.0.0.1',
+  port: 0,
+  metricsPort: 0,
+  logger: silentLogger(),
+  certPollMs: 500,
+});
 t.teardown(() => server.close());
 
 t.test('rotations under load: new handshakes see the new certificate, no request fails', async (t) => {
@@ -88,7 +96,12 @@ t.test('a broken pair keeps the previous certificate', async (t) => {
 });
 
 t.test('10 rotations during a steady autocannon run: 0 failed requests', async (t) => {
-  const reloads = async () => Number(/flowhint_webhook_cert_reloads_total\{result="ok"\} (\d+)/.exec(await (await fetch(`${server.metricsUrl}/metrics`)).text())?.[1] ?? 0);
+  const reloads = async () =>
+    Number(
+      /flowhint_webhook_cert_reloads_total\{result="ok"\} (\d+)/.exec(
+        await (await fetch(`${server.metricsUrl}/metrics`)).text(),
+      )?.[1] ?? 0,
+    );
   const before = await reloads();
   const run = autocannon({
     url: `${server.url}/mutate`,

@@ -28,13 +28,25 @@ t.test('destinations: TCP and UDP entries by original destination, offloaded or 
 t.test('counts: offloaded per LongLived Service, every entry per ShortLived Service', async (t) => {
   const state = buildDesired(
     [
-      entry({ name: 'web', clusterIPs: ['10.96.0.10', 'fd00:96::10'], ports: [{ port: 80 }, { port: 53, protocol: 'UDP' }] }),
+      entry({
+        name: 'web',
+        clusterIPs: ['10.96.0.10', 'fd00:96::10'],
+        ports: [{ port: 80 }, { port: 53, protocol: 'UDP' }],
+      }),
       entry({ name: 'dns', hint: 'ShortLived', clusterIPs: ['10.96.0.53'], ports: [{ port: 53, protocol: 'UDP' }] }),
       entry({ name: 'idle', clusterIPs: ['10.96.0.99'] }),
     ],
     [parseAddress('10.0.1.1')!],
   );
   const dests = conntrackDestinations(LINES);
-  t.same(Object.fromEntries(countByService(state, dests)), { 'default/web': 2, 'default/idle': 0 }, 'the TIME_WAIT entry is not offloaded; ShortLived Services are not counted here');
-  t.same(Object.fromEntries(entriesByService(state, dests)), { 'default/dns': 2 }, 'both DNS entries, offloaded or not');
+  t.same(
+    Object.fromEntries(countByService(state, dests)),
+    { 'default/web': 2, 'default/idle': 0 },
+    'the TIME_WAIT entry is not offloaded; ShortLived Services are not counted here',
+  );
+  t.same(
+    Object.fromEntries(entriesByService(state, dests)),
+    { 'default/dns': 2 },
+    'both DNS entries, offloaded or not',
+  );
 });

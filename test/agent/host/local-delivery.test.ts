@@ -37,9 +37,20 @@ t.test('localDelivery: IPVS ports, local addresses, NodePorts only when IPVS ser
   const node = [parseAddress('192.168.1.10')!];
   const state = buildDesired(
     [
-      entry({ name: 'ipvs', clusterIPs: ['10.96.2.10'], ports: [{ port: 80 }, { port: 53, protocol: 'UDP' }, { port: 8080 }] }),
+      entry({
+        name: 'ipvs',
+        clusterIPs: ['10.96.2.10'],
+        ports: [{ port: 80 }, { port: 53, protocol: 'UDP' }, { port: 8080 }],
+      }),
       entry({ name: 'local', clusterIPs: ['10.96.3.3'], ports: [{ port: 80 }] }),
-      entry({ name: 'forwarded', clusterIPs: ['10.96.4.4'], ports: [{ port: 80, nodePort: 30080 }, { port: 81, nodePort: 30081 }] }),
+      entry({
+        name: 'forwarded',
+        clusterIPs: ['10.96.4.4'],
+        ports: [
+          { port: 80, nodePort: 30080 },
+          { port: 81, nodePort: 30081 },
+        ],
+      }),
     ],
     node,
   );
@@ -56,5 +67,9 @@ t.test('localDelivery: IPVS ports, local addresses, NodePorts only when IPVS ser
     'default/local': [{ address: '10.96.3.3', proto: 'tcp', port: 80, reason: 'local-address' }],
     'default/forwarded': [{ address: '192.168.1.10', proto: 'tcp', port: 30081, reason: 'ipvs' }],
   });
-  t.same(localDelivery(state, { ipvs: new Set(), local: new Set(['ip 192.168.1.10']) }).size, 0, 'a NodePort on a node address is forwarded after DNAT: not reported');
+  t.same(
+    localDelivery(state, { ipvs: new Set(), local: new Set(['ip 192.168.1.10']) }).size,
+    0,
+    'a NodePort on a node address is forwarded after DNAT: not reported',
+  );
 });

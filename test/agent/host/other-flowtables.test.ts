@@ -14,16 +14,31 @@ t.test('parseFlowtables: every flowtable, one device or several', async (t) => {
     { table: 'inet flowhint', name: 'fastpath', priority: 0, devices: ['a0', 'a1', 'b0'] },
   ]);
   t.same(parseFlowtables('{"nftables": [{"metainfo": {"version": "1.0.6"}}]}'), [], 'none: only the metainfo');
-  t.same(parseFlowtables('{"nftables": [{"flowtable": {"family": "inet", "table": "x", "name": "f"}}]}'), [{ table: 'inet x', name: 'f', priority: null, devices: [] }], 'no devices, no priority');
+  t.same(
+    parseFlowtables('{"nftables": [{"flowtable": {"family": "inet", "table": "x", "name": "f"}}]}'),
+    [{ table: 'inet x', name: 'f', priority: null, devices: [] }],
+    'no devices, no priority',
+  );
   t.throws(() => parseFlowtables('{"tables": []}'), 'not a listing');
 });
 
 t.test('otherFlowtables: not ours, sharing a device, with only the shared devices', async (t) => {
   const all = parseFlowtables(LISTING);
-  t.same(otherFlowtables(all, 'inet flowhint', ['a0', 'a1', 'b0']).map(flowtableText), ['inet kindnet/fastpath on a0, a1 (priority 0)', 'ip calico/ft on b0 (priority -10)']);
-  t.same(otherFlowtables(all, 'inet flowhint', ['a1']).map(flowtableText), ['inet kindnet/fastpath on a1 (priority 0)'], 'only the devices flowhint uses');
+  t.same(otherFlowtables(all, 'inet flowhint', ['a0', 'a1', 'b0']).map(flowtableText), [
+    'inet kindnet/fastpath on a0, a1 (priority 0)',
+    'ip calico/ft on b0 (priority -10)',
+  ]);
+  t.same(
+    otherFlowtables(all, 'inet flowhint', ['a1']).map(flowtableText),
+    ['inet kindnet/fastpath on a1 (priority 0)'],
+    'only the devices flowhint uses',
+  );
   t.same(otherFlowtables(all, 'inet flowhint', ['c0']), [], 'other devices: nothing to say');
-  t.same(otherFlowtables(all, 'inet kindnet', ['a0', 'b0']).map((f) => f.table), ['inet flowhint', 'ip calico'], 'ownership is by table, not by flowtable name');
+  t.same(
+    otherFlowtables(all, 'inet kindnet', ['a0', 'b0']).map((f) => f.table),
+    ['inet flowhint', 'ip calico'],
+    'ownership is by table, not by flowtable name',
+  );
 });
 
 t.test('status: other flowtables are said in words; older documents have none', async (t) => {
@@ -41,6 +56,12 @@ t.test('status: other flowtables are said in words; older documents have none', 
   const old = StatusDoc.parse(base);
   t.same(old.otherFlowtables, []);
   t.notMatch(formatStatus(old), /other flowtable/);
-  const doc = StatusDoc.parse({ ...base, otherFlowtables: [{ table: 'inet kindnet', name: 'fastpath', priority: 0, devices: ['n0', 'n1'] }] });
-  t.match(formatStatus(doc), /^other flowtable: inet kindnet\/fastpath on n0, n1 \(priority 0\): another owner's flowtable on flowhint's devices: .*Services without a hint are offloaded too$/m);
+  const doc = StatusDoc.parse({
+    ...base,
+    otherFlowtables: [{ table: 'inet kindnet', name: 'fastpath', priority: 0, devices: ['n0', 'n1'] }],
+  });
+  t.match(
+    formatStatus(doc),
+    /^other flowtable: inet kindnet\/fastpath on n0, n1 \(priority 0\): another owner's flowtable on flowhint's devices: .*Services without a hint are offloaded too$/m,
+  );
 });

@@ -19,8 +19,14 @@ function scripted(answer: (argv: readonly string[], stdin: string) => Partial<Ex
 }
 
 t.test('nft failures classified once, from nft 1.0.6 messages', async (t) => {
-  t.equal(classifyNft(1, 'Error: Could not process rule: No such file or directory\nadd rule inet flowhint x\n'), 'not-found');
-  t.equal(classifyNft(1, 'Error: No such file or directory; did you mean table ‘flowhint’ in family inet?\n'), 'not-found');
+  t.equal(
+    classifyNft(1, 'Error: Could not process rule: No such file or directory\nadd rule inet flowhint x\n'),
+    'not-found',
+  );
+  t.equal(
+    classifyNft(1, 'Error: No such file or directory; did you mean table ‘flowhint’ in family inet?\n'),
+    'not-found',
+  );
   t.equal(classifyNft(1, 'Error: Could not process rule: File exists\n'), 'exists');
   t.equal(classifyNft(1, 'Error: Could not process rule: Device or resource busy\n'), 'busy');
   t.equal(classifyNft(1, 'Error: syntax error, unexpected newline\n'), 'other');
@@ -30,12 +36,17 @@ t.test('nft failures classified once, from nft 1.0.6 messages', async (t) => {
 t.test('read: a missing table is undefined; any other failure throws with its class', async (t) => {
   const missing = makeNft(scripted(() => ({ code: 1, stderr: 'Error: No such file or directory\n' })).run);
   t.equal(await missing.read(), undefined);
-  const busy = makeNft(scripted(() => ({ code: 1, stderr: 'Error: Could not process rule: Device or resource busy\n' })).run);
+  const busy = makeNft(
+    scripted(() => ({ code: 1, stderr: 'Error: Could not process rule: Device or resource busy\n' })).run,
+  );
   const err = await busy.read().catch((e: unknown) => e);
   t.ok(err instanceof NftError);
   t.match(err, { failure: 'busy', code: 'FH_NFT_FAILED' });
   const none = makeNft(scripted(() => ({ code: 127, stderr: '' })).run);
-  t.match(await none.apply([add({ type: 'table' })]).catch((e: unknown) => e), { failure: 'missing-binary', code: 'FH_NFT_MISSING' });
+  t.match(await none.apply([add({ type: 'table' })]).catch((e: unknown) => e), {
+    failure: 'missing-binary',
+    code: 'FH_NFT_MISSING',
+  });
 });
 
 t.test('check takes a transaction and validates it with nft -c, on the table it names', async (t) => {
@@ -47,7 +58,14 @@ t.test('check takes a transaction and validates it with nft -c, on the table it 
 });
 
 t.test('the kernel probes: a throwaway table, never ours; nft words as the reason', async (t) => {
-  const s = scripted((_argv, stdin) => (stdin.includes('flowtable') ? { code: 1, stderr: 'Error: Could not process rule: No such file or directory\nadd flowtable inet flowhint_probe p\n' } : {}));
+  const s = scripted((_argv, stdin) =>
+    stdin.includes('flowtable')
+      ? {
+          code: 1,
+          stderr: 'Error: Could not process rule: No such file or directory\nadd flowtable inet flowhint_probe p\n',
+        }
+      : {},
+  );
   const nft = makeNft(s.run);
   t.same(await probeFlowtable(nft), { supported: false, reason: 'Could not process rule: No such file or directory' });
   t.same(await probeCtTimeout(nft), { supported: true, reason: '' });
@@ -57,7 +75,10 @@ t.test('the kernel probes: a throwaway table, never ours; nft words as the reaso
   }
   t.match(s.calls[0]?.stdin, /add flowtable inet flowhint_probe p \{ hook ingress priority filter; \}\n/);
   t.match(s.calls[0]?.stdin, /add rule inet flowhint_probe c meta l4proto tcp ct packets > 1 flow add @p\n/);
-  t.match(s.calls[1]?.stdin, /add ct timeout inet flowhint_probe t \{ protocol udp; l3proto ip; policy = \{ unreplied : 5, replied : 5 \}; \}\n/);
+  t.match(
+    s.calls[1]?.stdin,
+    /add ct timeout inet flowhint_probe t \{ protocol udp; l3proto ip; policy = \{ unreplied : 5, replied : 5 \}; \}\n/,
+  );
   const none = makeNft(scripted(() => ({ code: 127, stderr: '' })).run);
   t.same(await probeFlowtable(none), { supported: false, reason: 'the nft binary is not installed' });
 });

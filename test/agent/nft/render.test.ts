@@ -14,15 +14,68 @@ const cases: Array<[string, Parameters<typeof entry>[0][], RenderOptions]> = [
   ['clusterip-v4.nft', [{ name: 'web', namespace: 'shop' }], on],
   ['clusterip-v6.nft', [{ name: 'web6', clusterIPs: ['fd00:96::a'] }], on],
   ['dual-stack.nft', [{ name: 'ds', clusterIPs: ['10.96.0.11', 'FD00:96:0:0::B'] }], on],
-  ['multi-port-udp.nft', [{ name: 'dns', clusterIPs: ['10.96.0.53'], ports: [{ port: 53, protocol: 'UDP' }, { port: 53, protocol: 'TCP' }, { port: 9153 }, { port: 7, protocol: 'SCTP' }] }], on],
-  ['external-lb-nodeport.nft', [{ name: 'edge', type: 'LoadBalancer', externalIPs: ['192.0.2.10'], lbIPs: ['198.51.100.7', '2001:db8::7'], ports: [{ port: 443, nodePort: 30443 }, { port: 8443, protocol: 'UDP', nodePort: 30444 }] }], on],
-  ['thresholds.nft', [{ name: 'a', clusterIPs: ['10.96.0.1'], threshold: '0' }, { name: 'b', clusterIPs: ['10.96.0.2'], threshold: '1000000' }, { name: 'c', clusterIPs: ['10.96.0.3'] }], on],
-  ['shared-address.nft', [{ name: 'x', clusterIPs: ['10.96.0.5'], externalIPs: ['192.0.2.50'], ports: [{ port: 80 }] }, { name: 'y', clusterIPs: ['10.96.0.6'], externalIPs: ['192.0.2.50'], ports: [{ port: 443 }] }], on],
+  [
+    'multi-port-udp.nft',
+    [
+      {
+        name: 'dns',
+        clusterIPs: ['10.96.0.53'],
+        ports: [
+          { port: 53, protocol: 'UDP' },
+          { port: 53, protocol: 'TCP' },
+          { port: 9153 },
+          { port: 7, protocol: 'SCTP' },
+        ],
+      },
+    ],
+    on,
+  ],
+  [
+    'external-lb-nodeport.nft',
+    [
+      {
+        name: 'edge',
+        type: 'LoadBalancer',
+        externalIPs: ['192.0.2.10'],
+        lbIPs: ['198.51.100.7', '2001:db8::7'],
+        ports: [
+          { port: 443, nodePort: 30443 },
+          { port: 8443, protocol: 'UDP', nodePort: 30444 },
+        ],
+      },
+    ],
+    on,
+  ],
+  [
+    'thresholds.nft',
+    [
+      { name: 'a', clusterIPs: ['10.96.0.1'], threshold: '0' },
+      { name: 'b', clusterIPs: ['10.96.0.2'], threshold: '1000000' },
+      { name: 'c', clusterIPs: ['10.96.0.3'] },
+    ],
+    on,
+  ],
+  [
+    'shared-address.nft',
+    [
+      { name: 'x', clusterIPs: ['10.96.0.5'], externalIPs: ['192.0.2.50'], ports: [{ port: 80 }] },
+      { name: 'y', clusterIPs: ['10.96.0.6'], externalIPs: ['192.0.2.50'], ports: [{ port: 443 }] },
+    ],
+    on,
+  ],
   ['empty.nft', [], on],
   [
     'short-lived.nft',
     [
-      { name: 'dns', hint: 'ShortLived', clusterIPs: ['10.96.0.53', 'fd00:96::53'], ports: [{ port: 53, protocol: 'UDP', nodePort: 30053 }, { port: 53, protocol: 'TCP' }] },
+      {
+        name: 'dns',
+        hint: 'ShortLived',
+        clusterIPs: ['10.96.0.53', 'fd00:96::53'],
+        ports: [
+          { port: 53, protocol: 'UDP', nodePort: 30053 },
+          { port: 53, protocol: 'TCP' },
+        ],
+      },
       { name: 'api', hint: 'ShortLived', timeout: '2m', clusterIPs: ['10.96.0.80'], ports: [{ port: 80 }] },
       { name: 'video', clusterIPs: ['10.96.0.10'], ports: [{ port: 1935 }] },
     ],
@@ -33,7 +86,10 @@ const cases: Array<[string, Parameters<typeof entry>[0][], RenderOptions]> = [
 
 t.test('golden renderings', async (t) => {
   for (const [file, specs, opts] of cases) {
-    const state = buildDesired(specs.map((s) => entry(s)), node);
+    const state = buildDesired(
+      specs.map((s) => entry(s)),
+      node,
+    );
     const text = renderFull(state, opts);
     t.equal(text, golden(file, text), file);
   }
@@ -48,24 +104,46 @@ t.test('degraded: no flowtable and no flow add, counters kept', async (t) => {
 t.test('full sync over an existing table keeps the flowtable and prunes what is not desired', async (t) => {
   const state = buildDesired([entry({ name: 'web' })], node);
   const chain = { rules: [] };
-  const set = (...elements: string[]) => ({ key: 'ipv4_addr', dynamic: true, elements: new Map(elements.map((e) => [e, 0])) });
+  const set = (...elements: string[]) => ({
+    key: 'ipv4_addr',
+    dynamic: true,
+    elements: new Map(elements.map((e) => [e, 0])),
+  });
   const current: TableModel = {
-    chains: new Map([['classify', chain], ['a_0000000000000000', chain], ['rogue', chain]]),
+    chains: new Map([
+      ['classify', chain],
+      ['a_0000000000000000', chain],
+      ['rogue', chain],
+    ]),
     counters: new Set(['s_1111111111111111']),
     maps: new Map(['vips4', 'vips6', 'extra'].map((m) => [m, { key: 'ipv4_addr', elements: new Map() }])),
-    sets: new Map([['junk', set()], ['seen4', set('10.96.0.10', '10.1.1.1')], ['seen6', set()]]),
-    flowtables: new Map([['fastpath', { devices: new Set(['eth0', 'gone0']), handle: 1 }], ['other', { devices: new Set(), handle: 2 }]]),
+    sets: new Map([
+      ['junk', set()],
+      ['seen4', set('10.96.0.10', '10.1.1.1')],
+      ['seen6', set()],
+    ]),
+    flowtables: new Map([
+      ['fastpath', { devices: new Set(['eth0', 'gone0']), handle: 1 }],
+      ['other', { devices: new Set(), handle: 2 }],
+    ]),
     ctTimeouts: new Map(),
     nextHandle: 3,
   };
   const text = renderFull(state, on, current);
-  t.notMatch(text, /add flowtable inet flowhint fastpath \{ hook ingress priority filter; devices = \{ "eth0"/, 'flowtable not recreated');
+  t.notMatch(
+    text,
+    /add flowtable inet flowhint fastpath \{ hook ingress priority filter; devices = \{ "eth0"/,
+    'flowtable not recreated',
+  );
   t.notMatch(text, /delete flowtable inet flowhint fastpath$/m);
   t.match(text, /delete flowtable inet flowhint fastpath \{ devices = \{ "gone0" \}; \}/);
   t.match(text, /add flowtable inet flowhint fastpath \{ hook ingress priority filter; devices = \{ "veth12ab" \}; \}/);
   t.match(text, /delete flowtable inet flowhint other/);
   for (const c of ['a_0000000000000000', 'rogue']) {
-    t.ok(text.indexOf(`flush chain inet flowhint ${c}`) < text.indexOf(`delete chain inet flowhint ${c}`), `${c} flushed before deleted`);
+    t.ok(
+      text.indexOf(`flush chain inet flowhint ${c}`) < text.indexOf(`delete chain inet flowhint ${c}`),
+      `${c} flushed before deleted`,
+    );
   }
   t.match(text, /delete map inet flowhint extra/);
   t.match(text, /delete set inet flowhint junk/);
@@ -75,13 +153,16 @@ t.test('full sync over an existing table keeps the flowtable and prunes what is 
 });
 
 t.test('device operations, as nft text', async (t) => {
-  const deviceLines = (current: string[], wanted: string[]) => deviceOps(current, wanted).map((op) => toText([op]).trimEnd());
+  const deviceLines = (current: string[], wanted: string[]) =>
+    deviceOps(current, wanted).map((op) => toText([op]).trimEnd());
   t.same(deviceLines(['a', 'b'], ['b', 'c']), [
     'delete flowtable inet flowhint fastpath { devices = { "a" }; }',
     'add flowtable inet flowhint fastpath { hook ingress priority filter; devices = { "c" }; }',
   ]);
   t.same(deviceLines(['a'], ['a']), []);
-  t.same(deviceLines([], ['bad"name', 'ok']), ['add flowtable inet flowhint fastpath { hook ingress priority filter; devices = { "ok" }; }']);
+  t.same(deviceLines([], ['bad"name', 'ok']), [
+    'add flowtable inet flowhint fastpath { hook ingress priority filter; devices = { "ok" }; }',
+  ]);
 });
 
 t.test('incremental: one changed Service is a few elements and at most a chain', async (t) => {
@@ -90,7 +171,10 @@ t.test('incremental: one changed Service is a few elements and at most a chain',
   const changed = entry({ name: 's7', clusterIPs: ['10.96.1.8'], threshold: '500' });
   const after = withServices(before, new Map([[changed.key, changed]]));
   const text = renderDelta(diff(before, after, [changed.key]), on);
-  t.match(text, /^add chain inet flowhint v4_[0-9a-f]{16}\nflush chain inet flowhint v4_[0-9a-f]{16}\nadd rule inet flowhint v4_[0-9a-f]{16} meta l4proto tcp ct original proto-dst 80 ct packets > 500 update @seen4 \{ ct original ip daddr \} flow add @fastpath\ndelete element inet flowhint vips4 \{ 10\.96\.1\.8 \}\nadd element inet flowhint vips4 \{ 10\.96\.1\.8 : goto v4_[0-9a-f]{16} \}\n$/);
+  t.match(
+    text,
+    /^add chain inet flowhint v4_[0-9a-f]{16}\nflush chain inet flowhint v4_[0-9a-f]{16}\nadd rule inet flowhint v4_[0-9a-f]{16} meta l4proto tcp ct original proto-dst 80 ct packets > 500 update @seen4 \{ ct original ip daddr \} flow add @fastpath\ndelete element inet flowhint vips4 \{ 10\.96\.1\.8 \}\nadd element inet flowhint vips4 \{ 10\.96\.1\.8 : goto v4_[0-9a-f]{16} \}\n$/,
+  );
   const added = entry({ name: 'new', clusterIPs: ['10.96.9.9'] });
   const plus = withServices(after, new Map([[added.key, added]]));
   const addText = renderDelta(diff(after, plus, [added.key]), on);
@@ -100,14 +184,29 @@ t.test('incremental: one changed Service is a few elements and at most a chain',
     'a Service like the others: its address element and its port for the mark',
   );
   const minus = withServices(plus, new Map([[added.key, undefined]]));
-  t.equal(renderDelta(diff(plus, minus, [added.key]), on), 'delete element inet flowhint vips4 { 10.96.9.9 }\ndelete element inet flowhint long4 { 10.96.9.9 . tcp . 80 }\n');
-  const moved = entry({ name: 'new', clusterIPs: ['10.96.9.9'], ports: [{ port: 8080 }, { port: 53, protocol: 'UDP' }] });
+  t.equal(
+    renderDelta(diff(plus, minus, [added.key]), on),
+    'delete element inet flowhint vips4 { 10.96.9.9 }\ndelete element inet flowhint long4 { 10.96.9.9 . tcp . 80 }\n',
+  );
+  const moved = entry({
+    name: 'new',
+    clusterIPs: ['10.96.9.9'],
+    ports: [{ port: 8080 }, { port: 53, protocol: 'UDP' }],
+  });
   const movedText = renderDelta(diff(plus, withServices(plus, new Map([[moved.key, moved]])), [moved.key]), on);
-  t.match(movedText, /^delete element inet flowhint long4 \{ 10\.96\.9\.9 \. tcp \. 80 \}$/m, 'a port that goes loses its mark element');
+  t.match(
+    movedText,
+    /^delete element inet flowhint long4 \{ 10\.96\.9\.9 \. tcp \. 80 \}$/m,
+    'a port that goes loses its mark element',
+  );
   t.match(movedText, /^add element inet flowhint long4 \{ 10\.96\.9\.9 \. tcp \. 8080 \}$/m);
   t.match(movedText, /^add element inet flowhint long4 \{ 10\.96\.9\.9 \. udp \. 53 \}$/m);
   t.equal(movedText.match(/long4/g)?.length, 3, 'and nothing else of the set is touched');
   const back = withServices(minus, new Map([[changed.key, entry({ name: 's7', clusterIPs: ['10.96.1.8'] })]]));
-  t.match(renderDelta(diff(minus, back, [changed.key]), on), /delete chain inet flowhint v4_[0-9a-f]{16}\n$/, 'the unused chain goes last');
+  t.match(
+    renderDelta(diff(minus, back, [changed.key]), on),
+    /delete chain inet flowhint v4_[0-9a-f]{16}\n$/,
+    'the unused chain goes last',
+  );
   t.equal(renderDelta(diff(minus, minus, [added.key]), on), '', 'no change, no transaction');
 });

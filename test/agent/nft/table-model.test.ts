@@ -27,8 +27,16 @@ function tampered(name: string, edit: (o: Record<string, Record<string, unknown>
 
 t.test('real listings parse into the model the transaction gives in memory', async (t) => {
   t.same(drift(parseListing(fixture('listing-degraded.json')), state(), degraded), [], 'degraded (host kernel)');
-  t.same(drift(parseListing(fixture('listing-flowtable.json')), state(), withFlowtable), [], 'with a flowtable (VM kernel)');
-  t.not(drift(parseListing(fixture('listing-degraded.json')), state(), withFlowtable).length, 0, 'but not the other way round');
+  t.same(
+    drift(parseListing(fixture('listing-flowtable.json')), state(), withFlowtable),
+    [],
+    'with a flowtable (VM kernel)',
+  );
+  t.not(
+    drift(parseListing(fixture('listing-degraded.json')), state(), withFlowtable).length,
+    0,
+    'but not the other way round',
+  );
 });
 
 t.test('parseListing: the model of a real listing', async (t) => {
@@ -38,86 +46,232 @@ t.test('parseListing: the model of a real listing', async (t) => {
   t.same([...r.maps.keys()].sort(), ['short4', 'short6', 'vips4', 'vips6']);
   t.equal(r.maps.get('short4')?.elements.size, 2);
   t.same(r.ctTimeouts.size, 4);
-  t.same(r.chains.get('classify'), { base: { hook: 'forward', priority: 10 }, rules: ['ct mark & 8192 != 0 goto hinted'] }, 'one mark test per forwarded packet');
-  t.same(r.chains.get('hinted'), { rules: ['ct state established ct status dnat ct original ip daddr vmap @vips4', 'ct state established ct status dnat ct original ip6 daddr vmap @vips6'] });
-  t.same(r.chains.get('new_pre'), {
-    base: { type: 'nat', hook: 'prerouting', priority: -110 },
+  t.same(
+    r.chains.get('classify'),
+    { base: { hook: 'forward', priority: 10 }, rules: ['ct mark & 8192 != 0 goto hinted'] },
+    'one mark test per forwarded packet',
+  );
+  t.same(r.chains.get('hinted'), {
     rules: [
-      'ip daddr . meta l4proto . th dport @long4 ct mark set ct mark | 8192',
-      'ip6 daddr . meta l4proto . th dport @long6 ct mark set ct mark | 8192',
-      'ip daddr . meta l4proto . th dport vmap @short4',
-      'ip6 daddr . meta l4proto . th dport vmap @short6',
+      'ct state established ct status dnat ct original ip daddr vmap @vips4',
+      'ct state established ct status dnat ct original ip6 daddr vmap @vips6',
     ],
-  }, 'a NAT chain, before kube-proxy\'s DNAT');
+  });
+  t.same(
+    r.chains.get('new_pre'),
+    {
+      base: { type: 'nat', hook: 'prerouting', priority: -110 },
+      rules: [
+        'ip daddr . meta l4proto . th dport @long4 ct mark set ct mark | 8192',
+        'ip6 daddr . meta l4proto . th dport @long6 ct mark set ct mark | 8192',
+        'ip daddr . meta l4proto . th dport vmap @short4',
+        'ip6 daddr . meta l4proto . th dport vmap @short6',
+      ],
+    },
+    "a NAT chain, before kube-proxy's DNAT",
+  );
   t.same(r.chains.get('new_out')?.base, { type: 'nat', hook: 'output', priority: -110 });
-  t.same([...(r.sets.get('long4')?.elements.keys() ?? [])].sort(), ['10.96.0.10 . tcp . 80', '10.96.0.10 . udp . 53'], 'the LongLived ports, concatenated');
+  t.same(
+    [...(r.sets.get('long4')?.elements.keys() ?? [])].sort(),
+    ['10.96.0.10 . tcp . 80', '10.96.0.10 . udp . 53'],
+    'the LongLived ports, concatenated',
+  );
   t.equal(r.sets.get('long4')?.dynamic, false);
   t.equal(r.sets.get('seen4')?.dynamic, true, 'the counting sets are dynamic');
   t.same(r.maps.get('short4')?.elements.get('10.96.0.53 . udp . 53')?.slice(0, 3), 's4_');
   const rule = [...r.chains.values()].flatMap((c) => c.rules).find((x) => x.includes('proto-dst 80'));
-  t.equal(rule, 'meta l4proto tcp ct original proto-dst 80 ct packets > 20 update @seen4 { ct original ip daddr } flow add @fastpath', 'a rule reads back in nft words');
-  const seen = parseListing(JSON.stringify({ nftables: [{ set: { name: 'seen4', type: 'ipv4_addr', elem: [{ elem: { val: '10.96.0.10', counter: { packets: 7, bytes: 1 } } }, '10.96.0.11'] } }] }));
-  t.same([...(seen.sets.get('seen4')?.elements ?? [])], [['10.96.0.10', 7], ['10.96.0.11', 0]], 'counting-set elements and their counters');
+  t.equal(
+    rule,
+    'meta l4proto tcp ct original proto-dst 80 ct packets > 20 update @seen4 { ct original ip daddr } flow add @fastpath',
+    'a rule reads back in nft words',
+  );
+  const seen = parseListing(
+    JSON.stringify({
+      nftables: [
+        {
+          set: {
+            name: 'seen4',
+            type: 'ipv4_addr',
+            elem: [{ elem: { val: '10.96.0.10', counter: { packets: 7, bytes: 1 } } }, '10.96.0.11'],
+          },
+        },
+      ],
+    }),
+  );
+  t.same(
+    [...(seen.sets.get('seen4')?.elements ?? [])],
+    [
+      ['10.96.0.10', 7],
+      ['10.96.0.11', 0],
+    ],
+    'counting-set elements and their counters',
+  );
   t.throws(() => parseListing('{"nftables": [{"chain": {"name": 5}}]}'), 'a listing of the wrong shape is refused');
 });
 
 t.test('content differences are named', async (t) => {
-  const diffOf = (edit: (o: Record<string, Record<string, unknown>>) => void) => drift(parseListing(tampered('listing-flowtable.json', edit)), state(), withFlowtable);
-  const rules = (o: Record<string, Record<string, unknown>>) => (o.rule?.expr ?? []) as Array<Record<string, Record<string, unknown>>>;
-  t.match(diffOf((o) => rules(o).forEach((s) => s.match?.right === 80 && (s.match.right = 8080))), [/rules \[.*proto-dst 8080/], 'a port');
-  t.match(diffOf((o) => rules(o).forEach((s) => s.match?.right === 20 && (s.match.right = 21))), [/ct packets > 21/], 'a threshold');
-  t.match(diffOf((o) => o.rule && (o.rule.expr = rules(o).filter((s) => !s.flow))), [/rules/], 'a missing flow add');
-  t.match(diffOf((o) => o.flowtable && (o.flowtable.dev = ['fhv0', 'eth9'])), [/flowtable fastpath has devices \[eth9, fhv0\]/], 'a device added by someone else');
-  t.same(diffOf((o) => o.flowtable && delete o.flowtable.dev), [], 'a device the kernel dropped (it vanished) is not drift');
-  t.match(diffOf((o) => o['ct timeout'] && (o['ct timeout'].policy = { unreplied: 6, replied: 5 })), [/ct timeout c/], 'a timeout policy');
-  t.match(diffOf((o) => o.map?.name === 'vips4' && (o.map.elem as unknown[]).push(['10.1.1.1', { goto: { target: 'v4_008fabfb70b40779' } }])), ['map vips4 has 10.1.1.1, which it should not']);
-  t.match(diffOf((o) => o.map?.name === 'short4' && (o.map.elem = [])), [/map short4 lacks 10\.96\.0\.53 \. tcp \. 53/, /lacks/]);
-  t.match(diffOf((o) => o.chain?.name === 'classify' && (o.chain.prio = 0)), [/chain classify hooks filter forward 0, not filter forward 10/]);
-  t.match(diffOf((o) => o.chain?.name === 'new_pre' && (o.chain.type = 'filter')), [/chain new_pre hooks filter prerouting -110, not nat prerouting -110/], 'a NAT chain become a filter chain');
-  t.match(diffOf((o) => o.set?.name === 'long4' && (o.set.elem = (o.set.elem as unknown[]).slice(1))), [/set long4 lacks 10\.96\.0\.10 \. /], 'a missing mark element');
-  t.match(diffOf((o) => o.set?.name === 'long6' && (o.set.elem as unknown[]).push({ concat: ['fd00::99', 'tcp', 22] })), ['set long6 has fd00::99 . tcp . 22, which it should not']);
-  t.match(diffOf((o) => rules(o).forEach((s) => s.match?.right === 0 && (s.match.right = 1))), [/chain classify has rules \[ct mark & 8192 != 1 goto hinted\]/], 'a changed mark test');
-  t.match(diffOf((o) => rules(o).push({ counter: { packets: 0, bytes: 0 } })), [/rules/], 'an extra statement we do not write');
+  const diffOf = (edit: (o: Record<string, Record<string, unknown>>) => void) =>
+    drift(parseListing(tampered('listing-flowtable.json', edit)), state(), withFlowtable);
+  const rules = (o: Record<string, Record<string, unknown>>) =>
+    (o.rule?.expr ?? []) as Array<Record<string, Record<string, unknown>>>;
+  t.match(
+    diffOf((o) => rules(o).forEach((s) => s.match?.right === 80 && (s.match.right = 8080))),
+    [/rules \[.*proto-dst 8080/],
+    'a port',
+  );
+  t.match(
+    diffOf((o) => rules(o).forEach((s) => s.match?.right === 20 && (s.match.right = 21))),
+    [/ct packets > 21/],
+    'a threshold',
+  );
+  t.match(
+    diffOf((o) => o.rule && (o.rule.expr = rules(o).filter((s) => !s.flow))),
+    [/rules/],
+    'a missing flow add',
+  );
+  t.match(
+    diffOf((o) => o.flowtable && (o.flowtable.dev = ['fhv0', 'eth9'])),
+    [/flowtable fastpath has devices \[eth9, fhv0\]/],
+    'a device added by someone else',
+  );
+  t.same(
+    diffOf((o) => o.flowtable && delete o.flowtable.dev),
+    [],
+    'a device the kernel dropped (it vanished) is not drift',
+  );
+  t.match(
+    diffOf((o) => o['ct timeout'] && (o['ct timeout'].policy = { unreplied: 6, replied: 5 })),
+    [/ct timeout c/],
+    'a timeout policy',
+  );
+  t.match(
+    diffOf(
+      (o) =>
+        o.map?.name === 'vips4' &&
+        (o.map.elem as unknown[]).push(['10.1.1.1', { goto: { target: 'v4_008fabfb70b40779' } }]),
+    ),
+    ['map vips4 has 10.1.1.1, which it should not'],
+  );
+  t.match(
+    diffOf((o) => o.map?.name === 'short4' && (o.map.elem = [])),
+    [/map short4 lacks 10\.96\.0\.53 \. tcp \. 53/, /lacks/],
+  );
+  t.match(
+    diffOf((o) => o.chain?.name === 'classify' && (o.chain.prio = 0)),
+    [/chain classify hooks filter forward 0, not filter forward 10/],
+  );
+  t.match(
+    diffOf((o) => o.chain?.name === 'new_pre' && (o.chain.type = 'filter')),
+    [/chain new_pre hooks filter prerouting -110, not nat prerouting -110/],
+    'a NAT chain become a filter chain',
+  );
+  t.match(
+    diffOf((o) => o.set?.name === 'long4' && (o.set.elem = (o.set.elem as unknown[]).slice(1))),
+    [/set long4 lacks 10\.96\.0\.10 \. /],
+    'a missing mark element',
+  );
+  t.match(
+    diffOf((o) => o.set?.name === 'long6' && (o.set.elem as unknown[]).push({ concat: ['fd00::99', 'tcp', 22] })),
+    ['set long6 has fd00::99 . tcp . 22, which it should not'],
+  );
+  t.match(
+    diffOf((o) => rules(o).forEach((s) => s.match?.right === 0 && (s.match.right = 1))),
+    [/chain classify has rules \[ct mark & 8192 != 1 goto hinted\]/],
+    'a changed mark test',
+  );
+  t.match(
+    diffOf((o) => rules(o).push({ counter: { packets: 0, bytes: 0 } })),
+    [/rules/],
+    'an extra statement we do not write',
+  );
 });
 
 t.test('timeout policies: nft leaves out states at the kernel default, which is not drift', async (t) => {
   const two = (policy: Record<string, number>, listed: Record<string, number>) =>
     tableDiff(model({ ct: policy }), model({ ct: listed }));
-  const model = (o: { ct: Record<string, number> }): TableModel => applyTransaction(undefined, [{ verb: 'add', obj: { type: 'table' } }, { verb: 'add', obj: { type: 'ct timeout', name: 'c', spec: { protocol: 'udp', l3proto: 'ip', policy: o.ct } } }])!;
-  t.same(two({ unreplied: 120, replied: 120 }, { unreplied: 120 }), [], 'replied 120 s is UDP\'s default');
+  const model = (o: { ct: Record<string, number> }): TableModel =>
+    applyTransaction(undefined, [
+      { verb: 'add', obj: { type: 'table' } },
+      { verb: 'add', obj: { type: 'ct timeout', name: 'c', spec: { protocol: 'udp', l3proto: 'ip', policy: o.ct } } },
+    ])!;
+  t.same(two({ unreplied: 120, replied: 120 }, { unreplied: 120 }), [], "replied 120 s is UDP's default");
   t.not(two({ unreplied: 120, replied: 60 }, { unreplied: 120 }).length, 0, 'replied 60 s is not');
 });
 
 const add = (obj: Op['obj']): Op => ({ verb: 'add', obj });
 const del = (obj: Op['obj']): Op => ({ verb: 'delete', obj });
-const base: Op[] = [add({ type: 'table' }), add({ type: 'map', name: 'm', key: 'ipv4_addr' }), add({ type: 'set', name: 's', key: 'ipv4_addr', size: 8 }), add({ type: 'chain', name: 'c' }), add({ type: 'rule', chain: 'c', rule: 'update @s { ip daddr }' })];
+const base: Op[] = [
+  add({ type: 'table' }),
+  add({ type: 'map', name: 'm', key: 'ipv4_addr' }),
+  add({ type: 'set', name: 's', key: 'ipv4_addr', size: 8 }),
+  add({ type: 'chain', name: 'c' }),
+  add({ type: 'rule', chain: 'c', rule: 'update @s { ip daddr }' }),
+];
 
 t.test('applyTransaction keeps nft semantics', async (t) => {
   const m = applyTransaction(undefined, [...base, add({ type: 'element', set: 'm', key: ['10.0.0.1'], goto: 'c' })])!;
   const refused = (tx: Op[], why: RegExp, what: string) => t.throws(() => applyTransaction(m, tx), why, what);
-  refused([add({ type: 'element', set: 'm', key: ['10.0.0.2'], goto: 'nope' })], /No such file or directory/, 'a goto to a missing chain');
-  refused([del({ type: 'element', set: 'm', key: ['10.9.9.9'] })], /No such file or directory/, 'deleting a missing element');
+  refused(
+    [add({ type: 'element', set: 'm', key: ['10.0.0.2'], goto: 'nope' })],
+    /No such file or directory/,
+    'a goto to a missing chain',
+  );
+  refused(
+    [del({ type: 'element', set: 'm', key: ['10.9.9.9'] })],
+    /No such file or directory/,
+    'deleting a missing element',
+  );
   refused([del({ type: 'chain', name: 'nope' })], /No such file or directory/, 'deleting a missing chain');
   refused([del({ type: 'chain', name: 'c' })], /Device or resource busy/, 'deleting a chain an element jumps to');
   refused([del({ type: 'set', name: 's' })], /Device or resource busy/, 'deleting a set a rule uses');
-  refused([add({ type: 'rule', chain: 'c', rule: 'update @nope { ip daddr }' })], /No such file or directory/, 'a rule naming a missing set');
-  refused([add({ type: 'chain', name: 'd' }), add({ type: 'element', set: 'm', key: ['10.0.0.1'], goto: 'd' })], /File exists/, 're-adding an element with another verdict');
-  t.throws(() => applyTransaction(m, [add({ type: 'flowtable', name: 'f', devices: ['eth9'] })], { devices: new Set(['eth0']) }), /No such file or directory/, 'a flowtable naming a missing device');
-  t.throws(() => applyTransaction(undefined, [add({ type: 'chain', name: 'c' })]), /no such table/, 'anything in a missing table');
+  refused(
+    [add({ type: 'rule', chain: 'c', rule: 'update @nope { ip daddr }' })],
+    /No such file or directory/,
+    'a rule naming a missing set',
+  );
+  refused(
+    [add({ type: 'chain', name: 'd' }), add({ type: 'element', set: 'm', key: ['10.0.0.1'], goto: 'd' })],
+    /File exists/,
+    're-adding an element with another verdict',
+  );
+  t.throws(
+    () =>
+      applyTransaction(m, [add({ type: 'flowtable', name: 'f', devices: ['eth9'] })], { devices: new Set(['eth0']) }),
+    /No such file or directory/,
+    'a flowtable naming a missing device',
+  );
+  t.throws(
+    () => applyTransaction(undefined, [add({ type: 'chain', name: 'c' })]),
+    /no such table/,
+    'anything in a missing table',
+  );
 
   const before = JSON.stringify([...m.chains]);
   t.throws(() => applyTransaction(m, [add({ type: 'chain', name: 'x' }), del({ type: 'chain', name: 'nope' })]));
   t.equal(JSON.stringify([...m.chains]), before, 'a failed transaction changed nothing, not even its first operations');
 
-  const moved = applyTransaction(m, [del({ type: 'element', set: 'm', key: ['10.0.0.1'] }), del({ type: 'chain', name: 'c' })])!;
+  const moved = applyTransaction(m, [
+    del({ type: 'element', set: 'm', key: ['10.0.0.1'] }),
+    del({ type: 'chain', name: 'c' }),
+  ])!;
   t.notOk(moved.chains.has('c'), 'a chain goes with its rules once nothing jumps to it');
   t.equal(applyTransaction(m, [del({ type: 'table' })]), undefined, 'delete table');
   const ft = applyTransaction(m, [add({ type: 'flowtable', name: 'f', devices: ['a'] })])!;
-  const again = applyTransaction(ft, [add({ type: 'flowtable', name: 'f', devices: ['b'] }), del({ type: 'flowtable', name: 'f', devices: ['a'] })])!;
+  const again = applyTransaction(ft, [
+    add({ type: 'flowtable', name: 'f', devices: ['b'] }),
+    del({ type: 'flowtable', name: 'f', devices: ['a'] }),
+  ])!;
   t.same([...again.flowtables.get('f')!.devices], ['b'], 'devices added and removed in place');
   t.equal(again.flowtables.get('f')!.handle, ft.flowtables.get('f')!.handle, 'the same flowtable');
-  const recreated = applyTransaction(ft, [del({ type: 'flowtable', name: 'f' }), add({ type: 'flowtable', name: 'f', devices: ['a'] })])!;
-  t.not(recreated.flowtables.get('f')!.handle, ft.flowtables.get('f')!.handle, 'a recreated flowtable has a new handle');
+  const recreated = applyTransaction(ft, [
+    del({ type: 'flowtable', name: 'f' }),
+    add({ type: 'flowtable', name: 'f', devices: ['a'] }),
+  ])!;
+  t.not(
+    recreated.flowtables.get('f')!.handle,
+    ft.flowtables.get('f')!.handle,
+    'a recreated flowtable has a new handle',
+  );
 });
 
 t.test('expectedTable is what a fresh transaction leaves', async (t) => {

@@ -6,16 +6,47 @@ const doc = StatusDoc.parse({
   version: 1,
   pid: 1,
   updatedAt: '2026-12-03T00:00:00Z',
-  node: { mode: 'degraded', detail: 'kernel has no flowtable support', conntrackAccounting: { enabled: false, detail: 'cannot set it' }, conntrackTimeout: { supported: true, detail: 'ok' }, nodeAddresses: ['192.0.2.10'] },
+  node: {
+    mode: 'degraded',
+    detail: 'kernel has no flowtable support',
+    conntrackAccounting: { enabled: false, detail: 'cannot set it' },
+    conntrackTimeout: { supported: true, detail: 'ok' },
+    nodeAddresses: ['192.0.2.10'],
+  },
   table: 'inet flowhint',
   devices: [],
   otherFlowtables: [{ table: 'inet kindnet', name: 'fastpath', priority: 0, devices: ['eth0'] }],
   services: [
-    { service: 'demo/web', id: 'abc', hint: 'LongLived', threshold: 20, addresses: ['10.96.0.10'], ports: ['tcp/80'], nodePorts: ['tcp/30080'], offloadedNow: 3, notOffloaded: [{ address: '10.96.0.10', proto: 'tcp', port: 80, reason: 'ipvs' }] },
-    { service: 'demo/dns', hint: 'ShortLived', threshold: 20, timeoutSeconds: 5, addresses: ['10.96.0.53'], ports: ['udp/53'], nodePorts: [], conntrackEntries: null },
+    {
+      service: 'demo/web',
+      id: 'abc',
+      hint: 'LongLived',
+      threshold: 20,
+      addresses: ['10.96.0.10'],
+      ports: ['tcp/80'],
+      nodePorts: ['tcp/30080'],
+      offloadedNow: 3,
+      notOffloaded: [{ address: '10.96.0.10', proto: 'tcp', port: 80, reason: 'ipvs' }],
+    },
+    {
+      service: 'demo/dns',
+      hint: 'ShortLived',
+      threshold: 20,
+      timeoutSeconds: 5,
+      addresses: ['10.96.0.53'],
+      ports: ['udp/53'],
+      nodePorts: [],
+      conntrackEntries: null,
+    },
   ],
   invalid: [{ service: 'demo/bad', code: 'FH_HINT_UNSUPPORTED', reason: 'metadata.annotations: no' }],
-  lastSync: { at: '2026-12-03T00:00:01Z', kind: 'full', ok: false, durationMs: 1.5, error: 'nft transaction failed: x' },
+  lastSync: {
+    at: '2026-12-03T00:00:01Z',
+    kind: 'full',
+    ok: false,
+    durationMs: 1.5,
+    error: 'nft transaction failed: x',
+  },
 });
 
 t.test('every part of the document is printed', async (t) => {
@@ -25,14 +56,22 @@ t.test('every part of the document is printed', async (t) => {
   t.match(text, /^table: inet flowhint; devices: \(none\)$/m);
   t.match(text, /^other flowtable: inet kindnet\/fastpath on eth0 \(priority 0\): /m);
   t.match(text, /^last sync: 2026-12-03T00:00:01Z full FAILED: nft transaction failed: x \(1\.5 ms\)$/m);
-  t.match(text, /^ {2}demo\/web {2}10\.96\.0\.10 {2}tcp\/80 nodePorts tcp\/30080 {2}after 20 packets {2}offloaded now: 3$/m);
+  t.match(
+    text,
+    /^ {2}demo\/web {2}10\.96\.0\.10 {2}tcp\/80 nodePorts tcp\/30080 {2}after 20 packets {2}offloaded now: 3$/m,
+  );
   t.match(text, /^ {4}not offloaded: .*80.*: ipvs: /m);
   t.match(text, /^ {2}demo\/dns .*ShortLived: conntrack timeout 5s {2}conntrack entries: unknown$/m);
   t.match(text, /^not programmed \(1\):\n {2}demo\/bad {2}FH_HINT_UNSUPPORTED: metadata\.annotations: no$/m);
 });
 
 t.test('documents without newer fields still read (older agents)', async (t) => {
-  const old = StatusDoc.parse({ ...doc, services: [{ service: 'a/b', id: 'x', threshold: 1, addresses: [], ports: [], nodePorts: [] }], otherFlowtables: undefined, lastSync: null });
+  const old = StatusDoc.parse({
+    ...doc,
+    services: [{ service: 'a/b', id: 'x', threshold: 1, addresses: [], ports: [], nodePorts: [] }],
+    otherFlowtables: undefined,
+    lastSync: null,
+  });
   t.match(formatStatus(old), /a\/b .*after 1 packets {2}offloaded: unknown/);
   t.match(formatStatus(old), /last sync: none yet/);
 });

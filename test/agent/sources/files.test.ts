@@ -13,17 +13,52 @@ spec: {clusterIP: ${ip}, clusterIPs: [${ip}], ports: [{port: 80}]}
 `;
 
 t.test('parseManifests: multi-document, List, defaulting, rejections with codes', async (t) => {
-  const text = [doc('a', ' longlived'), doc('bad', 'Turbo'), 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n', '', 'apiVersion: v1\nkind: Service\nmetadata: {namespace: demo}\n'].join('---\n');
+  const text = [
+    doc('a', ' longlived'),
+    doc('bad', 'Turbo'),
+    'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n',
+    '',
+    'apiVersion: v1\nkind: Service\nmetadata: {namespace: demo}\n',
+  ].join('---\n');
   const r = parseManifests('f.yaml', text);
-  t.same(r.services.map(([k]) => k), ['demo/a']);
+  t.same(
+    r.services.map(([k]) => k),
+    ['demo/a'],
+  );
   const a = r.services[0]![1] as { metadata: { annotations: Record<string, string>; labels: Record<string, string> } };
   t.equal(a.metadata.annotations['flowhint.dev/traffic-hint'], 'LongLived', 'defaulted as the webhook would');
   t.equal(a.metadata.labels['flowhint.dev/traffic-hint'], 'LongLived', 'mirror label written');
-  t.same(r.rejected.map((x) => [x.key, x.code]), [['demo/bad', 'FH_HINT_UNSUPPORTED'], [undefined, 'FH_MANIFEST_UNNAMED']]);
+  t.same(
+    r.rejected.map((x) => [x.key, x.code]),
+    [
+      ['demo/bad', 'FH_HINT_UNSUPPORTED'],
+      [undefined, 'FH_MANIFEST_UNNAMED'],
+    ],
+  );
   t.match(r.rejected[0]!.reason, /unsupported value "Turbo"/);
   t.equal(r.ignored, 1, 'the ConfigMap is ignored');
-  const list = parseManifests('l.json', JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [JSON.parse(JSON.stringify({ apiVersion: 'v1', kind: 'Service', metadata: { name: 'j', namespace: 'demo', annotations: { 'flowhint.dev/traffic-hint': 'LongLived' } }, spec: { clusterIP: '10.96.0.9', ports: [{ port: 1 }] } }))] }));
-  t.same(list.services.map(([k]) => k), ['demo/j'], 'JSON and kind: List');
+  const list = parseManifests(
+    'l.json',
+    JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'List',
+      items: [
+        JSON.parse(
+          JSON.stringify({
+            apiVersion: 'v1',
+            kind: 'Service',
+            metadata: { name: 'j', namespace: 'demo', annotations: { 'flowhint.dev/traffic-hint': 'LongLived' } },
+            spec: { clusterIP: '10.96.0.9', ports: [{ port: 1 }] },
+          }),
+        ),
+      ],
+    }),
+  );
+  t.same(
+    list.services.map(([k]) => k),
+    ['demo/j'],
+    'JSON and kind: List',
+  );
   t.equal(parseManifests('x.yaml', 'a: [').rejected[0]?.code, 'FH_MANIFEST_UNPARSABLE');
 });
 
@@ -110,7 +145,16 @@ t.test('an agent on the file source: a refused manifest is logged once, naming t
   const nft = new FakeNft();
   const { logger, lines } = capturedLogs();
   const source = new FileSource({ dir, logger, pollMs: 20 });
-  const agent = new Agent({ run: fakeHost(nft), nft, source, logger, metrics: createAgentMetrics({ defaultMetrics: false }), defaultThreshold: 20, devices: {}, counter: true });
+  const agent = new Agent({
+    run: fakeHost(nft),
+    nft,
+    source,
+    logger,
+    metrics: createAgentMetrics({ defaultMetrics: false }),
+    defaultThreshold: 20,
+    devices: {},
+    counter: true,
+  });
   await agent.prepare();
   t.ok((await agent.sync()).ok);
   await source.rescan();
@@ -119,6 +163,9 @@ t.test('an agent on the file source: a refused manifest is logged once, naming t
   t.equal(about('demo/bad').length, 1, 'one line for the refused Service');
   t.match(about('demo/bad')[0], { service: 'demo/bad', code: 'FH_HINT_UNSUPPORTED', where: 'svc.yaml#1' });
   t.equal(about('junk.yaml').length, 1, 'one line for a file that names no Service');
-  t.same(agent.statusDoc().invalid.map((i) => i.service), ['demo/bad']);
+  t.same(
+    agent.statusDoc().invalid.map((i) => i.service),
+    ['demo/bad'],
+  );
   await agent.stop();
 });

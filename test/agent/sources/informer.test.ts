@@ -35,7 +35,13 @@ async function setup(t: { teardown: (fn: () => Promise<void> | void) => void }, 
   const events: SourceEvent[] = [];
   let synced = 0;
   let restarts = 0;
-  const source = new KubeSource({ kubeConfig: kc, logger: silentLogger(), onRestart: () => (restarts += 1), backoff: { initialMs: 20, maxMs: 200 }, ...(listTimeoutMs ? { listTimeoutMs } : {}) });
+  const source = new KubeSource({
+    kubeConfig: kc,
+    logger: silentLogger(),
+    onRestart: () => (restarts += 1),
+    backoff: { initialMs: 20, maxMs: 200 },
+    ...(listTimeoutMs ? { listTimeoutMs } : {}),
+  });
   const start = () =>
     source.start({
       events: (evs) => {
@@ -139,7 +145,11 @@ t.test('bookmarks move the resourceVersion without events', async (t) => {
   s.api.endWatches();
   await until('rewatch', () => s.api.requests.filter((r) => r.query.watch === 'true').length >= 2);
   const last = s.api.requests.filter((r) => r.query.watch === 'true').at(-1);
-  t.equal(Number(last?.query.resourceVersion), Number(firstWatch?.query.resourceVersion) + 1, "re-watch from the bookmark's resourceVersion");
+  t.equal(
+    Number(last?.query.resourceVersion),
+    Number(firstWatch?.query.resourceVersion) + 1,
+    "re-watch from the bookmark's resourceVersion",
+  );
 });
 
 t.test('500s stop the library informer; we restart it with backoff and count it', async (t) => {
@@ -172,7 +182,11 @@ t.test('the API server away for a while: nothing is deleted meanwhile; converges
   t.same([...s.state.keys()].sort(), ['demo/k', 'demo/l'], 'state kept as it was through the outage');
   t.ok(s.restarts() >= 1, `restarts counted while away (${s.restarts()})`);
   await s.api.resume();
-  await until('converged after recovery', () => !s.state.has('demo/k') && s.state.has('demo/m') && s.state.has('demo/l'), 15_000);
+  await until(
+    'converged after recovery',
+    () => !s.state.has('demo/k') && s.state.has('demo/m') && s.state.has('demo/l'),
+    15_000,
+  );
 });
 
 t.test('a watch that hangs without data is cut by client-node after 30 s and re-opened', async (t) => {
@@ -187,30 +201,36 @@ t.test('a watch that hangs without data is cut by client-node after 30 s and re-
   t.equal(s.restarts(), 0, 'a timeout is not an error');
 });
 
-t.test('restarts back off through an outage: the delay doubles to its cap, and does not start over on each reconnect', async (t) => {
-  const s = await setup(t);
-  await s.start();
-  await until('watch open', () => s.api.openWatches === 1);
-  await s.api.pause();
-  await sleep(2000);
-  const during = s.restarts();
-  // 20, 40, 80, 160 ms, then 200 ms (±20 %): about 13 in 2 s. Starting over at 20 ms on
-  // every reconnect (the library signals one before each list) would give about 70.
-  t.ok(during >= 3 && during <= 20, `${during} restarts in 2 s of refused connections`);
-  await s.api.resume();
-  s.api.apply(service('o'));
-  await until('o after recovery', () => s.state.has('demo/o'), 15_000);
-});
+t.test(
+  'restarts back off through an outage: the delay doubles to its cap, and does not start over on each reconnect',
+  async (t) => {
+    const s = await setup(t);
+    await s.start();
+    await until('watch open', () => s.api.openWatches === 1);
+    await s.api.pause();
+    await sleep(2000);
+    const during = s.restarts();
+    // 20, 40, 80, 160 ms, then 200 ms (±20 %): about 13 in 2 s. Starting over at 20 ms on
+    // every reconnect (the library signals one before each list) would give about 70.
+    t.ok(during >= 3 && during <= 20, `${during} restarts in 2 s of refused connections`);
+    await s.api.resume();
+    s.api.apply(service('o'));
+    await until('o after recovery', () => s.state.has('demo/o'), 15_000);
+  },
+);
 
-t.test('an API server that accepts and never answers: the list deadline ends the wait; converges once it answers', async (t) => {
-  const s = await setup(t, 300);
-  s.api.apply(service('p'));
-  s.api.unresponsive();
-  await s.start();
-  t.ok(s.restarts() >= 1, 'the hanging list was cut by its deadline and restarted');
-  t.equal(s.state.size, 0, 'nothing known yet');
-  await sleep(1000);
-  s.api.respond();
-  await until('p once the server answers', () => s.state.has('demo/p'), 15_000);
-  await until('abandoned requests closed by the client', () => s.api.heldRequests === 0, 5_000);
-});
+t.test(
+  'an API server that accepts and never answers: the list deadline ends the wait; converges once it answers',
+  async (t) => {
+    const s = await setup(t, 300);
+    s.api.apply(service('p'));
+    s.api.unresponsive();
+    await s.start();
+    t.ok(s.restarts() >= 1, 'the hanging list was cut by its deadline and restarted');
+    t.equal(s.state.size, 0, 'nothing known yet');
+    await sleep(1000);
+    s.api.respond();
+    await until('p once the server answers', () => s.state.has('demo/p'), 15_000);
+    await until('abandoned requests closed by the client', () => s.api.heldRequests === 0, 5_000);
+  },
+);

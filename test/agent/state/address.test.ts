@@ -10,7 +10,24 @@ t.test('addresses are canonical', async (t) => {
 });
 
 t.test('anything that is not a plain IP is refused', async (t) => {
-  const bad = ['', '10.0.0.256', '10.96.0.010', '1.2.3', '0.0.0.0', '::', 'fe80::1%eth0', '[::1]', 'None', '10.96.0.10; flush ruleset', '10.96.0.10 }', '1.2.3.4\n', 'fd00::1 ', 'x'.repeat(46), 'g::1', '1:2:3:4:5:6:7:8:9'];
+  const bad = [
+    '',
+    '10.0.0.256',
+    '10.96.0.010',
+    '1.2.3',
+    '0.0.0.0',
+    '::',
+    'fe80::1%eth0',
+    '[::1]',
+    'None',
+    '10.96.0.10; flush ruleset',
+    '10.96.0.10 }',
+    '1.2.3.4\n',
+    'fd00::1 ',
+    'x'.repeat(46),
+    'g::1',
+    '1:2:3:4:5:6:7:8:9',
+  ];
   for (const raw of bad) t.equal(parseAddress(raw), undefined, JSON.stringify(raw));
 });
 

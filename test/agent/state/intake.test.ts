@@ -33,11 +33,17 @@ t.test('usable, unhinted, unusable and deleted Services', async (t) => {
   t.equal(b.updates.get('default/gone'), undefined, 'deleted: nothing to program');
   t.same([...b.refused.keys()], ['default/bad'], 'only the unusable one is refused');
   t.equal(b.refused.get('default/bad')?.code, 'FH_HINT_UNSUPPORTED');
-  t.same([...b.cleared].sort(), ['default/gone', 'default/good', 'default/plain'], 'the others clear any earlier refusal');
+  t.same(
+    [...b.cleared].sort(),
+    ['default/gone', 'default/good', 'default/plain'],
+    'the others clear any earlier refusal',
+  );
 });
 
 t.test('within a batch, the last event for a Service decides', async (t) => {
-  const fixed = intake([up(svc({ name: 'x', hint: 'Turbo' })), up(svc({ name: 'x', threshold: '7' }))], { threshold: 20 });
+  const fixed = intake([up(svc({ name: 'x', hint: 'Turbo' })), up(svc({ name: 'x', threshold: '7' }))], {
+    threshold: 20,
+  });
   t.same([...fixed.refused.keys()], [], 'refused, then fixed: not refused');
   t.same([...fixed.cleared], ['default/x']);
   t.equal(fixed.updates.get('default/x')?.threshold, 7, 'its own threshold');
@@ -45,13 +51,18 @@ t.test('within a batch, the last event for a Service decides', async (t) => {
   t.same([...broken.refused.keys()], ['default/x'], 'fine, then broken: refused');
   t.same([...broken.cleared], []);
   t.equal(broken.updates.get('default/x'), undefined);
-  const deleted = intake([up(svc({ name: 'x', hint: 'Turbo' })), { type: 'delete', key: 'default/x' }], { threshold: 20 });
+  const deleted = intake([up(svc({ name: 'x', hint: 'Turbo' })), { type: 'delete', key: 'default/x' }], {
+    threshold: 20,
+  });
   t.same([...deleted.refused.keys()], [], 'refused, then deleted: not refused');
   t.same([...deleted.cleared], ['default/x']);
 });
 
 t.test('ShortLived takes the default timeout unless it sets its own', async (t) => {
-  const b = intake([up(svc({ name: 'dns', hint: 'ShortLived' })), up(svc({ name: 'own', hint: 'ShortLived', timeout: '9s' }))], { threshold: 20, timeout: 5 });
+  const b = intake(
+    [up(svc({ name: 'dns', hint: 'ShortLived' })), up(svc({ name: 'own', hint: 'ShortLived', timeout: '9s' }))],
+    { threshold: 20, timeout: 5 },
+  );
   t.equal(b.updates.get('default/dns')?.timeout, 5);
   t.equal(b.updates.get('default/own')?.timeout, 9);
 });

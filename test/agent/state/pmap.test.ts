@@ -31,5 +31,13 @@ t.test('versions are independent and agree with a plain Map', async (t) => {
       }
     }
   }
-  t.same([...PMap.of([[1, 'a']]).with([[1, undefined]]).keys()], [], 'removed');
+  t.same(
+    [
+      ...PMap.of([[1, 'a']])
+        .with([[1, undefined]])
+        .keys(),
+    ],
+    [],
+    'removed',
+  );
 });

@@ -7,7 +7,11 @@ t.test('a refusal is news the first time, when it changes, and when it comes bac
   t.equal(r.refuse('demo/a', { code: 'FH_X', reason: 'bad' }), false, 'the same refusal again');
   t.equal(r.refuse('demo/a', { code: 'FH_X', reason: 'worse' }), true, 'another reason');
   t.equal(r.refuse('demo/a', { code: 'FH_Y', reason: 'worse' }), true, 'another code');
-  t.equal(r.refuse('demo/a', { code: 'FH_Y', reason: 'worse', where: 'a.yaml#0' }), false, 'where it was found is not part of it');
+  t.equal(
+    r.refuse('demo/a', { code: 'FH_Y', reason: 'worse', where: 'a.yaml#0' }),
+    false,
+    'where it was found is not part of it',
+  );
   r.clear('demo/a');
   t.same(r.list(), [], 'cleared: not listed');
   t.equal(r.refuse('demo/a', { code: 'FH_Y', reason: 'worse' }), true, 'refused again after a fix');

@@ -26,7 +26,7 @@ import { intake } from './state/intake.ts';
 import { Refusals, type Refusal } from './state/refusals.ts';
 import { NftError, type Nft } from './nft/nft.ts';
 import { Programmer } from './nft/programmer.ts';
-import { sameShape, shapeOf } from './nft/render.ts';
+import { sameShape, shapeOf } from './nft/names.ts';
 import { FAMILY, TABLE } from './nft/transaction.ts';
 import type { DeviceFilter } from './host/devices.ts';
 import { HostPoll } from './host/host-poll.ts';

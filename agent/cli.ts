@@ -24,7 +24,8 @@ import { countByService, entriesByService, readConntrack } from './host/conntrac
 import { buildDesired } from './state/desired.ts';
 import { createAgentMetrics } from './report/metrics.ts';
 import { makeNft } from './nft/nft.ts';
-import { DEFAULT_CT_MARK, DELETE_TABLE, isMarkBit } from './nft/render.ts';
+import { DEFAULT_CT_MARK, isMarkBit } from './nft/names.ts';
+import { DELETE_TABLE } from './nft/render.ts';
 import { FileSource } from './sources/files.ts';
 import { DEFAULT_STATE_DIR, formatStatus, readStatus } from './report/status.ts';
 

@@ -24,7 +24,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generateCerts, writeBundle } from '../certs/generate.ts';
 import { buildDist, transpileFiles } from '../test/helpers/build.ts';
-import { median, round, rssMiB, startChild, startWebhookChild, stopChild } from './lib.ts';
+import { median, round, rssMiB, startChild, startWebhookChild, stopChild, writePage } from './lib.ts';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 7);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
@@ -42,7 +42,11 @@ const service = {
     namespace: 'media',
     uid: '5f0c6a3e-1b7e-4c55-9a53-0d7f9c1f7a10',
     labels: { app: 'video', tier: 'stream' },
-    annotations: { 'flowhint.dev/traffic-hint': ' longlived', 'flowhint.dev/offload-after-packets': '100', 'example.com/owner': 'media-team' },
+    annotations: {
+      'flowhint.dev/traffic-hint': ' longlived',
+      'flowhint.dev/offload-after-packets': '100',
+      'example.com/owner': 'media-team',
+    },
   },
   spec: {
     type: 'ClusterIP',
@@ -139,7 +143,9 @@ try {
   const cpu = Object.fromEntries(names.map((n) => [n, [] as number[]])) as Record<Name, number[]>;
   for (let i = 0; i < 3; i++) {
     const before = names.map((n) => cpuSeconds(servers[n].child.pid!));
-    const results = await Promise.all(names.map((n) => cannon(servers[n].url, { overallRate: CPU_RATE, connections: 8, duration: 5 })));
+    const results = await Promise.all(
+      names.map((n) => cannon(servers[n].url, { overallRate: CPU_RATE, connections: 8, duration: 5 })),
+    );
     names.forEach((n, j) => {
       errors += results[j]!.errors + results[j]!.non2xx;
       cpu[n].push(((cpuSeconds(servers[n].child.pid!) - before[j]!) * 1e6) / results[j]!.requests.total);
@@ -164,20 +170,39 @@ try {
   }
   console.log(`errors ${errors}`);
   const cpuRatio = (a: Name, b: Name) => round(median(cpu[b].map((x, i) => x / cpu[a][i]!)));
-  console.log(
-    JSON.stringify({
-      throughput_ratio: round(paired('webhook', 'bare')),
-      throughput_ratio_vs_fastify: round(paired('webhook', 'fastify')),
-      p99_ms_at_1000rps: fixed.webhook.latency.p99,
-      bare_p99_ms_at_1000rps: fixed.bare.latency.p99,
-      rss_mib: round(rss.webhook, 1),
-      bare_rss_mib: round(rss.bare, 1),
-      cpu_throughput_ratio_vs_fastify: cpuRatio('webhook', 'fastify'),
-      ts_throughput_ratio_vs_fastify: round(paired('webhook-ts', 'fastify')),
-      ts_rss_mib: round(rss['webhook-ts'], 1),
-      errors,
-    }),
-  );
+  const json = {
+    throughput_ratio: round(paired('webhook', 'bare')),
+    throughput_ratio_vs_fastify: round(paired('webhook', 'fastify')),
+    p99_ms_at_1000rps: fixed.webhook.latency.p99,
+    bare_p99_ms_at_1000rps: fixed.bare.latency.p99,
+    rss_mib: round(rss.webhook, 1),
+    bare_rss_mib: round(rss.bare, 1),
+    cpu_throughput_ratio_vs_fastify: cpuRatio('webhook', 'fastify'),
+    ts_throughput_ratio_vs_fastify: round(paired('webhook-ts', 'fastify')),
+    ts_rss_mib: round(rss['webhook-ts'], 1),
+    errors,
+  };
+  const each = (f: (n: Name) => string) => names.map(f);
+  writePage(new URL('../docs/bench-webhook.md', import.meta.url).pathname, {
+    title: 'Webhook benchmark',
+    command: 'npm run bench:webhook',
+    method: [
+      'Four servers answer the same AdmissionReview (a CREATE of a hinted Service that gets defaulted) over loopback HTTPS:',
+      'the shipped webhook (compiled JavaScript, deployed NODE_OPTIONS), the same from its TypeScript sources, a minimal',
+      'fastify route (the framework floor) and a bare `node:https` server. Throughput: autocannon, 32 connections, the',
+      `median over ${ROUNDS} rounds of ratios taken within a round; CPU per request with all four at ${CPU_RATE} req/s at once;`,
+      'p99 at 1,000 req/s; RSS right after load. Targets: webhook / fastify throughput ≥ 0.6, p99 ≤ 1.5 × bare, RSS ≤ 1.15 × bare.',
+    ].join('\n'),
+    header: ['', ...names],
+    rows: [
+      ['throughput, 32 connections (req/s, median)', ...each((n) => String(round(median(rps[n]), 0)))],
+      [`CPU per request at ${CPU_RATE} req/s (µs)`, ...each((n) => String(round(median(cpu[n]), 0)))],
+      ['p99 at 1,000 req/s (ms)', ...each((n) => String(fixed[n].latency.p99))],
+      ['RSS after load (MiB)', ...each((n) => String(round(rss[n], 1)))],
+    ],
+    json,
+  });
+  console.log(JSON.stringify(json));
 } finally {
   await rm(dir, { recursive: true, force: true });
 }

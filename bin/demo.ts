@@ -229,7 +229,7 @@ export async function demoCommand(argv: string[]): Promise<number> {
   // The last line says where real offload is seen: this machine's kernel (or a dry run) shows
   // the ruleset, not [OFFLOAD] connections.
   say(
-    '\nto see real offload: `npm run test:kernel` boots a flowtable kernel under qemu and shows [OFFLOAD] connections with traffic (README: Testing)',
+    '\nto see real offload: `npm run test:kernel` boots a flowtable kernel under qemu and shows [OFFLOAD] connections with traffic (docs/testing.md)',
   );
   return 0;
 }

@@ -1,7 +1,7 @@
 /**
  * Every error code flowhint reports, in one catalogue (after fastify's lib/errors.js): the
  * code is for machines, metrics and docs; `help` says what it means and what to do; `exit`
- * is the CLI's exit status when a command stops on it. README's "Error codes" table is this
+ * is the CLI's exit status when a command stops on it. docs/operations.md's "Error codes" table is this
  * catalogue (test/lib/errors.test.ts keeps them the same), and TypeScript refuses a code
  * that is not here.
  */

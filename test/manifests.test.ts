@@ -1,4 +1,4 @@
-/** The deployment manifests: they parse, kustomize builds every overlay, and they say what the README says. */
+/** The deployment manifests: they parse, kustomize builds every overlay, and they say what the docs say. */
 import t from 'tap';
 import { execFileSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';

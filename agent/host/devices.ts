@@ -9,7 +9,7 @@ import { z } from 'zod';
 import type { Runner } from '../../lib/exec.ts';
 import { FlowhintError } from '../../lib/errors.ts';
 import { parseAddress, type Address } from '../state/address.ts';
-import { isRenderableDevice } from '../nft/render.ts';
+import { isRenderableDevice } from '../nft/names.ts';
 
 const Link = z.looseObject({
   ifname: z.string(),

@@ -6,8 +6,10 @@
  * counts as a drift repair (flowhint_agent_drift_repairs_total) and says what differed.
  */
 import type { DesiredState } from '../state/desired.ts';
-import { fullTransaction, type RenderOptions } from './render.ts';
-import { applyTransaction, tableDiff, type TableModel } from './table-model.ts';
+import type { RenderOptions } from './names.ts';
+import { fullTransaction } from './render.ts';
+import { applyTransaction, type TableModel } from './table-model.ts';
+import { tableDiff } from './table-diff.ts';
 
 /** The table `state` rendered with `o` makes, from nothing: what the kernel should hold. */
 export function expectedTable(state: DesiredState, o: RenderOptions): TableModel | undefined {

@@ -12,18 +12,13 @@
  * updated only after one succeeds.
  */
 import type { Logger } from 'pino';
-import { diff, emptyState, isEmptyDelta, type DesiredState } from '../state/desired.ts';
+import { emptyState, type DesiredState } from '../state/desired.ts';
+import { diff, isEmptyDelta } from '../state/delta.ts';
 import { drift } from './drift.ts';
 import type { Nft } from './nft.ts';
-import {
-  DELETE_TABLE,
-  FLOWTABLE,
-  deltaTransaction,
-  deviceOps,
-  fullTransaction,
-  shapeOf,
-  type RenderOptions,
-} from './render.ts';
+import { FLOWTABLE, shapeOf, type RenderOptions } from './names.ts';
+import { deviceOps } from './flowtable.ts';
+import { DELETE_TABLE, deltaTransaction, fullTransaction } from './render.ts';
 
 /** What is programmed: the state, and how it was rendered (support, devices, flags). */
 export interface Applied {

@@ -18,7 +18,7 @@ import {
   readFlowtables,
   type Flowtable,
 } from '../host/other-flowtables.ts';
-import { SEEN } from '../nft/render.ts';
+import { SEEN } from '../nft/names.ts';
 import { FAMILY, TABLE } from '../nft/transaction.ts';
 
 export interface ObserverOptions {

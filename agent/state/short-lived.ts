@@ -8,7 +8,7 @@
  * object of the same key; chains and objects are named by a hash of that key, so a cluster
  * needs one per distinct timeout, not one per Service.
  *
- * What the timeout means (README "ShortLived"):
+ * What the timeout means (docs/api.md, "ShortLived"):
  * - UDP: both the unreplied and the replied timeout;
  * - TCP: only the closing states (fin_wait, close_wait, last_ack, time_wait, close). Never
  *   `established`: an idle open connection keeps its entry (losing it would re-balance its

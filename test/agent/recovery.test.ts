@@ -2,7 +2,7 @@
  * Recovery times, with the production backoffs: the whole agent in a scratch netns against
  * the list/watch FAKE, one fault after another, each followed by a change to the Services;
  * the time is from the change until the table is exactly the new desired state. The figures
- * are printed (the README's Reliability section quotes them); the deadlines are liveness
+ * are printed (docs/testing.md's Reliability section quotes them); the deadlines are liveness
  * bounds, not targets.
  */
 import t from 'tap';

@@ -18,12 +18,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import fjp from 'fast-json-patch';
-import { KubeConfig } from '@kubernetes/client-node';
-
-type Obj = {
-  metadata: { name: string; namespace: string; labels?: Record<string, string>; resourceVersion?: string };
-  [k: string]: unknown;
-};
+import { matches, type Obj } from './fake-kube.ts';
 
 interface Change {
   rv: number;
@@ -43,16 +38,6 @@ export interface RequestLog {
   method: string;
   path: string;
   query: Record<string, string>;
-}
-
-function matches(o: Obj | undefined, selector: string | undefined): boolean {
-  if (!o) return false;
-  if (!selector) return true;
-  return selector.split(',').every((term) => {
-    const [k, v] = term.split('=');
-    const have = o.metadata.labels?.[k!];
-    return v === undefined ? have !== undefined : have === v;
-  });
 }
 
 export class FakeApiServer {
@@ -304,16 +289,4 @@ export class FakeApiServer {
       JSON.stringify({ kind: 'ServiceList', apiVersion: 'v1', metadata: { resourceVersion: String(this.rv) }, items }),
     );
   }
-}
-
-/** A kubeconfig for the fake, as the agent would load one. */
-export function fakeKubeConfig(url: string): KubeConfig {
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: 'fake', server: url, skipTLSVerify: true }],
-    users: [{ name: 'u', token: 'x' }],
-    contexts: [{ name: 'c', cluster: 'fake', user: 'u' }],
-    currentContext: 'c',
-  });
-  return kc;
 }

@@ -1,6 +1,8 @@
 import t from 'tap';
 import { execFileSync } from 'node:child_process';
-import { hashName, renderIptables, renderNftables, type ClusterSpec } from './kube-proxy.ts';
+import { renderNftables } from './kube-proxy.ts';
+import { renderIptables } from './kube-proxy-iptables.ts';
+import { hashName, type ClusterSpec } from './kube-proxy-spec.ts';
 import { createNetns } from './netns.ts';
 
 // kube-proxy's own expectations, copied as data from kubernetes/kubernetes

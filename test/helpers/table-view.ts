@@ -40,7 +40,7 @@ export interface PortSpec {
   threshold?: number;
 }
 
-/** The rule a LongLived port needs, as `nft list` prints it (README "How it works"). */
+/** The rule a LongLived port needs, as `nft list` prints it (docs/architecture.md, "The ruleset"). */
 export function offloadRule(addr: string, p: PortSpec, flowtable = true): string {
   const v6 = addr.includes(':');
   const rule = `meta l4proto ${p.proto ?? 'tcp'} ct original proto-dst ${p.port} ct packets > ${p.threshold ?? 20} update @seen${v6 ? 6 : 4} { ct original ${v6 ? 'ip6' : 'ip'} daddr }`;

@@ -1,5 +1,5 @@
 /**
- * The error catalogue: every FH_ code the sources use is in it, and README's "Error codes"
+ * The error catalogue: every FH_ code the sources use is in it, and docs/operations.md's "Error codes"
  * table is the catalogue, row for row.
  */
 import t from 'tap';
@@ -19,7 +19,8 @@ function sources(dir: string): string[] {
 t.test('every code in the sources is in the catalogue', async (t) => {
   const used = new Set<string>();
   for (const dir of ['api', 'agent', 'webhook', 'lib', 'certs', 'bin']) {
-    for (const file of sources(dir)) for (const m of readFileSync(join(root, file), 'utf8').matchAll(/\bFH_[A-Z_]*[A-Z]\b/g)) used.add(m[0]);
+    for (const file of sources(dir))
+      for (const m of readFileSync(join(root, file), 'utf8').matchAll(/\bFH_[A-Z_]*[A-Z]\b/g)) used.add(m[0]);
   }
   used.delete('FH_MANIFEST'); // the FH_MANIFEST_* family, named in a comment
   const unknown = [...used].filter((c) => !(c in ERRORS));
@@ -27,11 +28,19 @@ t.test('every code in the sources is in the catalogue', async (t) => {
   t.ok(used.size >= 25, `${used.size} codes in use`);
 });
 
-t.test('README lists the catalogue, row for row', async (t) => {
-  const readme = readFileSync(join(root, 'README.md'), 'utf8');
-  const section = readme.slice(readme.indexOf('### Error codes'), readme.indexOf('## Installing into a cluster'));
-  const rows = [...section.matchAll(/^\| `(FH_[A-Z_]+)` \| (\d) \| (.*) \|$/gm)].map((m) => [m[1], Number(m[2]), m[3]!.replace(/\\\|/g, '|')]);
-  t.same(rows, Object.entries(ERRORS).map(([code, e]) => [code, e.exit, e.help]));
+t.test('docs/operations.md lists the catalogue, row for row', async (t) => {
+  const page = readFileSync(join(root, 'docs/operations.md'), 'utf8');
+  const from = page.indexOf('## Error codes');
+  const section = page.slice(from, page.indexOf('\n## ', from + 1));
+  const rows = [...section.matchAll(/^\| `(FH_[A-Z_]+)` \| (\d) \| (.*) \|$/gm)].map((m) => [
+    m[1],
+    Number(m[2]),
+    m[3]!.replace(/\\\|/g, '|'),
+  ]);
+  t.same(
+    rows,
+    Object.entries(ERRORS).map(([code, e]) => [code, e.exit, e.help]),
+  );
 });
 
 t.test('exit status comes from the catalogue', async (t) => {

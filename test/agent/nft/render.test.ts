@@ -1,6 +1,9 @@
 import t from 'tap';
-import { buildDesired, diff, withServices } from '../../../agent/state/desired.ts';
-import { deviceOps, renderDelta, renderFull, type RenderOptions } from '../../../agent/nft/render.ts';
+import { buildDesired, withServices } from '../../../agent/state/desired.ts';
+import { diff } from '../../../agent/state/delta.ts';
+import { renderDelta, renderFull } from '../../../agent/nft/render.ts';
+import { deviceOps } from '../../../agent/nft/flowtable.ts';
+import type { RenderOptions } from '../../../agent/nft/names.ts';
 import type { TableModel } from '../../../agent/nft/table-model.ts';
 import { toText } from '../../../agent/nft/transaction.ts';
 import { parseAddress, type Address } from '../../../agent/state/address.ts';

@@ -8,7 +8,8 @@ import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { drift, expectedTable } from '../../../agent/nft/drift.ts';
 import { parseListing } from '../../../agent/nft/nft.ts';
-import { applyTransaction, tableDiff, type TableModel } from '../../../agent/nft/table-model.ts';
+import { applyTransaction, type TableModel } from '../../../agent/nft/table-model.ts';
+import { tableDiff } from '../../../agent/nft/table-diff.ts';
 import type { Op } from '../../../agent/nft/transaction.ts';
 import { FIXTURE_OPTIONS, fixtureState } from '../../fixtures/nft/render-fixture.ts';
 

@@ -75,3 +75,71 @@ t.test('documents without newer fields still read (older agents)', async (t) => 
   t.match(formatStatus(old), /a\/b .*after 1 packets {2}offloaded: unknown/);
   t.match(formatStatus(old), /last sync: none yet/);
 });
+
+t.test('statusDoc: the document from the agent state, written out by hand', async (t) => {
+  const { statusDoc } = await import('../../../agent/report/status.ts');
+  const { buildDesired } = await import('../../../agent/state/desired.ts');
+  const { entry } = await import('../../helpers/agent.ts');
+  const state = buildDesired(
+    [entry({ name: 'web', clusterIPs: ['10.96.0.10'], ports: [{ port: 80, protocol: 'TCP' }] })],
+    [],
+  );
+  const doc = statusDoc({
+    pid: 42,
+    now: new Date('2026-12-04T10:00:00Z'),
+    support: {
+      flowtable: false,
+      flowtableDetail: 'no flowtables',
+      ctTimeout: true,
+      ctTimeoutDetail: 'ok',
+      acct: { enabled: true, detail: 'set' },
+    },
+    nodeAddresses: [{ family: 'ip', addr: '192.0.2.10' }],
+    applied: { state, devices: ['eth0'] },
+    otherFlowtables: [],
+    bypassed: new Map(),
+    refused: [{ service: 'demo/bad', code: 'FH_HINT_UNSUPPORTED', reason: 'Turbo' }],
+    lastSync: { kind: 'full', ok: false, durationMs: 12.345, error: 'nft said no', at: '2026-12-04T09:59:59Z' },
+  });
+  t.same(doc, {
+    version: 1,
+    pid: 42,
+    updatedAt: '2026-12-04T10:00:00.000Z',
+    node: {
+      mode: 'degraded',
+      detail: 'no flowtables',
+      conntrackTimeout: { supported: true, detail: 'ok' },
+      conntrackAccounting: { enabled: true, detail: 'set' },
+      nodeAddresses: ['192.0.2.10'],
+    },
+    table: 'inet flowhint',
+    devices: ['eth0'],
+    otherFlowtables: [],
+    services: [
+      {
+        service: 'default/web',
+        hint: 'LongLived',
+        threshold: 20,
+        addresses: ['10.96.0.10'],
+        ports: ['tcp/80'],
+        nodePorts: [],
+      },
+    ],
+    invalid: [{ service: 'demo/bad', code: 'FH_HINT_UNSUPPORTED', reason: 'Turbo' }],
+    lastSync: { at: '2026-12-04T09:59:59Z', kind: 'full', ok: false, durationMs: 12.3, error: 'nft said no' },
+  });
+  t.ok(StatusDoc.safeParse(doc).success, 'and it is a valid document');
+  const none = statusDoc({
+    ...{ pid: 1, now: new Date(0), nodeAddresses: [], otherFlowtables: [], bypassed: new Map(), refused: [] },
+    support: {
+      flowtable: true,
+      flowtableDetail: '',
+      ctTimeout: false,
+      ctTimeoutDetail: 'x',
+      acct: { enabled: false, detail: '' },
+    },
+    applied: undefined,
+    lastSync: undefined,
+  });
+  t.match(none, { node: { mode: 'supported' }, devices: [], services: [], lastSync: null }, 'before the first sync');
+});

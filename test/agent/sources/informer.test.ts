@@ -4,7 +4,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { KubeSource } from '../../../agent/sources/kube.ts';
 import type { SourceEvent } from '../../../agent/sources/source.ts';
 import { silentLogger } from '../../../lib/log.ts';
-import { FakeApiServer, fakeKubeConfig } from '../../helpers/fake-apiserver.ts';
+import { FakeApiServer } from '../../helpers/fake-apiserver.ts';
+import { fakeKubeConfig } from '../../helpers/fake-kube.ts';
 
 const HINT = 'flowhint.dev/traffic-hint';
 

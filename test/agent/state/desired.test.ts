@@ -1,14 +1,7 @@
 import t from 'tap';
 import { shortChainName } from '../../../agent/state/short-lived.ts';
-import {
-  buildDesired,
-  diff,
-  emptyState,
-  isEmptyDelta,
-  rulesFor,
-  withNodeAddresses,
-  withServices,
-} from '../../../agent/state/desired.ts';
+import { buildDesired, emptyState, rulesFor, withNodeAddresses, withServices } from '../../../agent/state/desired.ts';
+import { diff, isEmptyDelta } from '../../../agent/state/delta.ts';
 import { parseAddress } from '../../../agent/state/address.ts';
 import { entry } from '../../helpers/agent.ts';
 

@@ -1,0 +1,48 @@
+/**
+ * The flowtable's operations: create it once, then add and remove devices in place, never
+ * recreate it needlessly, so connections already offloaded on the other devices stay
+ * offloaded (a restart leaves it untouched).
+ */
+import { FLOWTABLE, isRenderableDevice, type RenderOptions } from './names.ts';
+import type { TableModel } from './table-model.ts';
+import { add, del, type Op } from './transaction.ts';
+
+const flowtable = (devices?: readonly string[], counter?: boolean) => ({
+  type: 'flowtable' as const,
+  name: FLOWTABLE,
+  ...(devices ? { devices: devices.filter(isRenderableDevice) } : {}),
+  ...(counter ? { counter } : {}),
+});
+
+/** Flowtable operations for a full sync: create, or adjust devices in place (never recreate needlessly). */
+export function flowtableOps(o: RenderOptions, current: TableModel | undefined): { before: Op[]; after: Op[] } {
+  const before: Op[] = [];
+  const after: Op[] = [];
+  const existing = current?.flowtables.get(FLOWTABLE);
+  for (const name of current?.flowtables.keys() ?? [])
+    if (name !== FLOWTABLE) after.push(del({ type: 'flowtable', name }));
+  if (!o.flowtable) {
+    if (existing) after.push(del(flowtable()));
+    return { before, after };
+  }
+  if (!existing) {
+    before.push(add(flowtable(o.devices, o.counter)));
+  } else {
+    // Never recreated: that would drop every offloaded flow. (nft 1.0.6 does not list the
+    // `counter` flag, so a changed --no-flowtable-counter takes effect after `flowhint cleanup`.)
+    before.push(...deviceOps(existing.devices, o.devices));
+  }
+  return { before, after };
+}
+
+/** Add and remove flowtable devices in place, so offloaded flows on the others stay offloaded. */
+export function deviceOps(current: Iterable<string>, wanted: readonly string[]): Op[] {
+  const have = new Set(current);
+  const want = new Set(wanted.filter(isRenderableDevice));
+  const adds = [...want].filter((d) => !have.has(d)).sort();
+  const dels = [...have].filter((d) => !want.has(d) && isRenderableDevice(d)).sort();
+  const ops: Op[] = [];
+  if (dels.length > 0) ops.push(del(flowtable(dels)));
+  if (adds.length > 0) ops.push(add(flowtable(adds)));
+  return ops;
+}

@@ -1,0 +1,65 @@
+/**
+ * The ruleset's vocabulary: the names of the objects in `inet flowhint`, the priority of its
+ * first-packet chains, the conntrack mark bit, what may be written as a device name, the
+ * options a rendering takes, and the table's shape (which hints are in use). render.ts
+ * builds transactions from these; the agent, drift and the reports read them.
+ */
+import type { DesiredState } from '../state/desired.ts';
+
+export const FLOWTABLE = 'fastpath';
+/** The forward base chain (one mark test per packet) and the chain it sends marked connections to. */
+export const BASE_CHAIN = 'classify';
+export const HINTED_CHAIN = 'hinted';
+/** The NAT chains that see a connection's first packet: prerouting, and output (hostNetwork Pods). */
+export const NEW_PRE = 'new_pre';
+export const NEW_OUT = 'new_out';
+export const MAP = { ip: 'vips4', ip6: 'vips6' } as const;
+export const SEEN = { ip: 'seen4', ip6: 'seen6' } as const;
+export const LONG_SET = { ip: 'long4', ip6: 'long6' } as const;
+export const SHORT_MAP = { ip: 'short4', ip6: 'short6' } as const;
+/** Before kube-proxy's DNAT (-100): the packet still carries the Service address and port. */
+export const NEW_PRIORITY = -110;
+/** The conntrack mark bit that says "a LongLived port": `--ct-mark-bit`. */
+export const DEFAULT_CT_MARK = 0x2000;
+/** Bound on the counting sets; stale addresses are pruned at each full sync. */
+export const SEEN_SIZE = 65536;
+
+export interface RenderOptions {
+  /** The kernel supports flowtables. When false: no flowtable and no `flow add` (degraded). */
+  readonly flowtable: boolean;
+  readonly devices: readonly string[];
+  /** The flowtable `counter` flag: keeps conntrack byte counts true for offloaded flows. */
+  readonly counter: boolean;
+  /** The kernel supports `ct timeout` objects. When false, ShortLived chains stay empty (degraded). */
+  readonly ctTimeout?: boolean;
+  /** The conntrack mark bit for LongLived connections (a power of two); DEFAULT_CT_MARK if absent. */
+  readonly ctMark?: number;
+}
+
+/** Which hints are in use: what decides the table's base chains and flowtable. */
+export interface Shape {
+  readonly long: boolean;
+  readonly short: boolean;
+}
+
+export function shapeOf(state: DesiredState): Shape {
+  return { long: state.chains.size > 0, short: state.shortChains.size > 0 };
+}
+
+export function sameShape(a: Shape, b: Shape): boolean {
+  return a.long === b.long && a.short === b.short;
+}
+
+/**
+ * Whether `n` can be the mark bit: one of bits 0 to 30 of the conntrack mark. (nft lists a
+ * test of bit 31 as a prefix, `ct mark != 0x00000000/1`, which would read back as drift.)
+ */
+export function isMarkBit(n: number): boolean {
+  return Number.isInteger(n) && n >= 1 && n <= 0x40000000 && (n & (n - 1)) === 0;
+}
+
+/** Interface names as the kernel allows them, minus anything that could end a token. */
+const DEVICE = /^[A-Za-z0-9_.-]{1,15}$/;
+export function isRenderableDevice(name: string): boolean {
+  return DEVICE.test(name);
+}

@@ -87,12 +87,16 @@ export class Agent {
   private stopped = false;
   private readonly syncedOnce: Promise<void>;
   private resolveSynced!: () => void;
+  private rejectSynced!: (err: Error) => void;
   lastSync: SyncResult | undefined;
 
   constructor(o: AgentOptions) {
     this.o = o;
     this.log = o.logger;
-    this.syncedOnce = new Promise((r) => (this.resolveSynced = r));
+    this.syncedOnce = new Promise((resolve, reject) => {
+      this.resolveSynced = resolve;
+      this.rejectSynced = reject;
+    });
     // What the parts share: the agent's options, its logger and its conditions.
     const shared = { ...o, log: o.logger, conditions: this.conditions };
     const programmed = () => this.programmer.applied !== undefined;
@@ -122,6 +126,7 @@ export class Agent {
     await this.o.source.start({
       events: (events) => this.onEvents(events),
       synced: () => this.resolveSynced(),
+      failed: (err) => this.rejectSynced(err),
       refused: (key, refusal) => {
         this.onRefused(key, refusal);
         this.status.soon();

@@ -4,8 +4,10 @@
  * `--netns NAME` runs every host tool (nft, ip, sysctl, conntrack) through
  * `ip netns exec NAME`, so the agent can program a scratch namespace without entering it.
  */
+import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { parseFlags, portFlag } from '../lib/cli.ts';
+import { FlowhintError } from '../lib/errors.ts';
 import { makeRunner } from '../lib/exec.ts';
 import { acquireInstanceLock } from '../lib/instance-lock.ts';
 import { createLogger } from '../lib/log.ts';
@@ -32,7 +34,9 @@ import { DEFAULT_STATE_DIR, formatStatus, readStatus } from './report/status.ts'
 const AGENT_USAGE = `usage: flowhint agent [--services-dir DIR | --kubeconfig FILE] [--once] [--offload-after-packets ${DEFAULT_THRESHOLD}] [--short-lived-timeout ${DEFAULT_TIMEOUT_SECONDS}s]
     [--devices RE] [--exclude-devices RE] [--node-address IP…] [--metrics-port 9471] [--metrics-host 0.0.0.0]
     [--state-dir ${DEFAULT_STATE_DIR}] [--no-flowtable-counter] [--ct-mark-bit 0x${DEFAULT_CT_MARK.toString(16)}] [--resync-seconds 3600] [--cleanup-on-exit] [--netns NAME]
-  Without --services-dir, Services come from the API server (in-cluster config, or KUBECONFIG).`;
+    [--once-timeout 300]
+  Without --services-dir, Services come from the API server (in-cluster config, or KUBECONFIG).
+  --once syncs once and exits: 0 if the sync succeeded, 1 if it failed or did not finish within --once-timeout seconds.`;
 
 function regex(name: string) {
   return z
@@ -103,6 +107,7 @@ const AgentFlags = z.object({
     }),
   'resync-seconds': z.coerce.number().positive().default(3600),
   'cleanup-on-exit': z.boolean().default(false),
+  'once-timeout': z.coerce.number().int().min(1).max(3600).default(300),
   netns: z
     .string()
     .regex(/^[A-Za-z0-9_.-]+$/)
@@ -132,6 +137,7 @@ export async function agentCommand(argv: string[]): Promise<number> {
       'ct-mark-bit': { type: 'string' },
       'resync-seconds': { type: 'string' },
       'cleanup-on-exit': { type: 'boolean' },
+      'once-timeout': { type: 'string' },
       netns: { type: 'string' },
     },
     AgentFlags,
@@ -140,66 +146,135 @@ export async function agentCommand(argv: string[]): Promise<number> {
   // One agent per network namespace it programs: a second one refuses to start.
   const lock = await acquireInstanceLock(`flowhint-agent:${f.netns ?? 'host'}`);
   const logger = createLogger('flowhint-agent');
-  // Handle SIGTERM from the very start: one that arrives during start-up still ends in a
-  // clean stop (watches closed, rules left in place) and exit 0.
-  const stopSignal = new Promise<string>((resolve) => {
-    process.once('SIGTERM', () => resolve('SIGTERM'));
-    process.once('SIGINT', () => resolve('SIGINT'));
-  });
-  const metrics = createAgentMetrics();
-  const run = runnerFor(f.netns);
-  // @kubernetes/client-node is large; load it only when Services come from the API server.
-  const source = f['services-dir']
-    ? new FileSource({ dir: f['services-dir'], logger: logger.child({ source: 'files' }) })
-    : await Promise.all([import('./sources/kube.ts'), import('../lib/kubeconfig.ts')]).then(
-        ([{ KubeSource }, { loadKubeConfig }]) =>
-          new KubeSource({
-            kubeConfig: loadKubeConfig(f.kubeconfig),
-            logger: logger.child({ source: 'kubernetes' }),
-            onRestart: () => metrics.informerRestarts.inc(),
-          }),
-      );
-  const agent = new Agent({
-    run,
-    nft: makeNft(run),
-    source,
-    logger,
-    metrics,
-    defaultThreshold: f['offload-after-packets'],
-    defaultTimeout: f['short-lived-timeout'],
-    devices: { include: f.devices, exclude: f['exclude-devices'] },
-    nodeAddresses: f['node-address'],
-    counter: !f['no-flowtable-counter'],
-    ctMark: f['ct-mark-bit'],
-    stateDir: f['state-dir'],
-    resyncMs: f['resync-seconds'] * 1000,
-  });
-  await agent.prepare();
-  if (f.once) {
-    const r = await agent.sync();
-    await agent.refreshOffloadMetrics().catch(() => undefined);
-    await agent.stop({ cleanup: f['cleanup-on-exit'] });
-    logger.info({ ok: r.ok, kind: r.kind, mode: agent.statusDoc().node.mode }, 'agent --once done');
-    await lock.release();
-    return r.ok ? 0 : 1;
+  // SIGTERM and SIGINT end the agent in every state: during start-up, a hung first list, --once.
+  const signals = stopSignals();
+  const closers: Array<() => Promise<unknown>> = [() => lock.release()];
+  try {
+    if (f.netns) await requireNetns(f.netns);
+    const metrics = createAgentMetrics();
+    // The agent, once made: the readiness probe answers from it.
+    const made: { agent?: Agent } = {};
+    // Listen before anything starts, so a port in use fails the start with nothing left running.
+    if (!f.once) {
+      const { startMetricsServer } = await import('../lib/metrics-server.ts');
+      const server = await startMetricsServer({
+        registry: metrics.registry,
+        host: f['metrics-host'],
+        port: f['metrics-port'],
+        probes: {
+          '/healthz': () => ({ ok: true }),
+          '/readyz': () => ({ ok: made.agent?.lastSync?.ok === true, detail: made.agent?.lastSync ?? 'no sync yet' }),
+        },
+      });
+      closers.push(() => server.close());
+    }
+    const run = runnerFor(f.netns);
+    // @kubernetes/client-node is large; load it only when Services come from the API server.
+    const source = f['services-dir']
+      ? new FileSource({ dir: f['services-dir'], logger: logger.child({ source: 'files' }) })
+      : await Promise.all([import('./sources/kube.ts'), import('../lib/kubeconfig.ts')]).then(
+          ([{ KubeSource }, { loadKubeConfig }]) =>
+            new KubeSource({
+              kubeConfig: loadKubeConfig(f.kubeconfig),
+              logger: logger.child({ source: 'kubernetes' }),
+              onRestart: () => metrics.informerRestarts.inc(),
+              failFast: f.once,
+            }),
+        );
+    const running = new Agent({
+      run,
+      nft: makeNft(run),
+      source,
+      logger,
+      metrics,
+      defaultThreshold: f['offload-after-packets'],
+      defaultTimeout: f['short-lived-timeout'],
+      devices: { include: f.devices, exclude: f['exclude-devices'] },
+      nodeAddresses: f['node-address'],
+      counter: !f['no-flowtable-counter'],
+      ctMark: f['ct-mark-bit'],
+      stateDir: f['state-dir'],
+      resyncMs: f['resync-seconds'] * 1000,
+    });
+    made.agent = running;
+    closers.push(() => running.stop({ cleanup: false }));
+    const deadline = f.once ? onceDeadline(f['once-timeout']) : undefined;
+    closers.push(async () => deadline?.cancel());
+    const work = async () => {
+      await running.prepare();
+      if (!f.once) return undefined;
+      const r = await running.sync();
+      await running.refreshOffloadMetrics().catch(() => undefined);
+      return r;
+    };
+    const started = work();
+    started.catch(() => undefined); // raced below; a late failure after a signal is not unhandled
+    const outcome = await Promise.race([started, signals.signal, ...(deadline ? [deadline.expired] : [])]).finally(() =>
+      deadline?.cancel(),
+    );
+    if (typeof outcome === 'string') {
+      logger.info({ signal: outcome }, 'stopping during start-up');
+      return 0;
+    }
+    closers.pop();
+    closers.pop();
+    if (outcome) {
+      await running.stop({ cleanup: f['cleanup-on-exit'] });
+      logger.info({ ok: outcome.ok, kind: outcome.kind, mode: running.statusDoc().node.mode }, 'agent --once done');
+      return outcome.ok ? 0 : 1;
+    }
+    running.startLoops();
+    const signal = await signals.signal;
+    logger.info({ signal }, 'stopping watches');
+    await running.stop({ cleanup: f['cleanup-on-exit'] });
+    return 0;
+  } finally {
+    signals.off();
+    for (const close of closers.reverse()) await close().catch(() => undefined);
   }
-  const { startMetricsServer } = await import('../lib/metrics-server.ts');
-  const server = await startMetricsServer({
-    registry: metrics.registry,
-    host: f['metrics-host'],
-    port: f['metrics-port'],
-    probes: {
-      '/healthz': () => ({ ok: true }),
-      '/readyz': () => ({ ok: agent.lastSync?.ok === true, detail: agent.lastSync ?? 'no sync yet' }),
-    },
+}
+
+/** The first SIGTERM or SIGINT, by name; `off` removes the handlers. */
+function stopSignals(): { signal: Promise<string>; off: () => void } {
+  let off = () => {};
+  const signal = new Promise<string>((resolve) => {
+    const term = () => resolve('SIGTERM');
+    const int = () => resolve('SIGINT');
+    process.once('SIGTERM', term);
+    process.once('SIGINT', int);
+    off = () => {
+      process.off('SIGTERM', term);
+      process.off('SIGINT', int);
+    };
   });
-  agent.startLoops();
-  const signal = await stopSignal;
-  logger.info({ signal }, 'stopping watches');
-  await agent.stop({ cleanup: f['cleanup-on-exit'] });
-  await server.close();
-  await lock.release();
-  return 0;
+  return { signal, off };
+}
+
+/** `agent --once`'s bound: rejects with FH_ONCE_TIMEOUT after `seconds`. */
+function onceDeadline(seconds: number): { expired: Promise<never>; cancel: () => void } {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => {
+      reject(
+        new FlowhintError(
+          'FH_ONCE_TIMEOUT',
+          `no sync within --once-timeout ${seconds}s (the source never delivered its first state)`,
+        ),
+      );
+    }, seconds * 1000);
+  });
+  return { expired, cancel: () => clearTimeout(timer) };
+}
+
+/** The named network namespace exists (`ip netns` lists it), or FH_NETNS_MISSING. */
+async function requireNetns(name: string): Promise<void> {
+  const r = await makeRunner([])(['ip', 'netns', 'exec', name, 'true']);
+  if (r.code !== 0) {
+    throw new FlowhintError(
+      'FH_NETNS_MISSING',
+      `network namespace ${JSON.stringify(name)} does not exist (ip netns list): ${r.stderr.trim()}`,
+    );
+  }
 }
 
 const StatusFlags = z.object({
@@ -247,8 +322,28 @@ export async function statusCommand(argv: string[]): Promise<number> {
       else s.offloadedNow = counts.get(s.service) ?? 0;
     }
   }
-  process.stdout.write(f.json ? `${JSON.stringify(doc, null, 2)}\n` : formatStatus(doc));
-  return 0;
+  // A document whose agent has exited is its last word, not the node's state now.
+  const running = agentRunning(doc.pid);
+  if (f.json) {
+    process.stdout.write(`${JSON.stringify({ ...doc, agentRunning: running }, null, 2)}\n`);
+  } else {
+    if (!running) {
+      process.stdout.write(
+        `agent: NOT RUNNING: pid ${doc.pid} has ended; below is its last status, written ${doc.updatedAt}\n`,
+      );
+    }
+    process.stdout.write(formatStatus(doc));
+  }
+  return running ? 0 : 1;
+}
+
+/** Whether the agent that wrote a status document still runs (its pid is a flowhint process). */
+function agentRunning(pid: number): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('flowhint');
+  } catch {
+    return false;
+  }
 }
 
 function portMatch(s: string) {

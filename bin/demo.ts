@@ -28,6 +28,7 @@ import { renderFull } from '../agent/nft/render.ts';
 import { FileSource } from '../agent/sources/files.ts';
 import { formatStatus } from '../agent/report/status.ts';
 import { generateCerts, writeBundle, FILES } from '../certs/generate.ts';
+import { parseFlags } from '../lib/cli.ts';
 import { makeRunner } from '../lib/exec.ts';
 import { silentLogger } from '../lib/log.ts';
 import { startWebhook } from '../webhook/server.ts';
@@ -200,8 +201,16 @@ function dryRun(admitted: Record<string, unknown>[]): void {
   say(renderFull(buildDesired(entries, []), { flowtable: true, devices: ['eth0'], counter: true }));
 }
 
+const DemoFlags = z.object({ 'dry-run': z.boolean().default(false) });
+
 export async function demoCommand(argv: string[]): Promise<number> {
-  const dry = argv.includes('--dry-run');
+  const f = parseFlags(
+    argv,
+    { 'dry-run': { type: 'boolean' } },
+    DemoFlags,
+    'usage: flowhint demo [--dry-run]\n  The whole flow locally (npm start): dev certificates, the real webhook, the examples, the agent in a scratch netns.',
+  );
+  const dry = f['dry-run'];
   await ensureCerts();
   const webhook = await startWebhook({
     certFile: join(CERTS, FILES.cert),

@@ -3,6 +3,8 @@
  * flowhint: per-Service flowtable offload for Kubernetes.
  * Subcommands load their module on demand, so `flowhint certs` never loads the agent.
  */
+import { readFileSync } from 'node:fs';
+import { closest } from '../lib/cli.ts';
 import { FlowhintError } from '../lib/errors.ts';
 
 type Command = (argv: string[]) => Promise<number>;
@@ -38,8 +40,22 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<Command> }
   },
 };
 
+/** The version in package.json (the image copies it beside dist/). */
+function version(): string {
+  const pkg = JSON.parse(
+    readFileSync(
+      new URL(import.meta.url.includes('/dist/') ? '../../package.json' : '../package.json', import.meta.url),
+      'utf8',
+    ),
+  ) as { version?: unknown };
+  return typeof pkg.version === 'string' ? pkg.version : 'unknown';
+}
+
 function usage(): string {
-  const lines = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`);
+  const lines = [
+    ...Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`),
+    `  ${'version'.padEnd(10)} print the version`,
+  ];
   return `usage: flowhint <command> [flags]\n\ncommands:\n${lines.join('\n')}\n\nRun \`flowhint <command> --help\` for a command's flags.\n`;
 }
 
@@ -49,17 +65,29 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(usage());
     return name === undefined ? 2 : 0;
   }
+  if (name === 'version' || name === '--version') {
+    process.stdout.write(`flowhint ${version()} (node ${process.version})\n`);
+    return 0;
+  }
   const command = COMMANDS[name];
   if (!command) {
-    process.stderr.write(`flowhint: unknown command ${JSON.stringify(name)}\n${usage()}`);
+    const guess = closest(name, [...Object.keys(COMMANDS), 'version']);
+    const hint = guess ? `; did you mean ${JSON.stringify(guess)}?` : '';
+    process.stderr.write(`flowhint: FH_USAGE: unknown command ${JSON.stringify(name)}${hint}\n${usage()}`);
     return 2;
   }
   return (await command.load())(rest);
 }
 
+/** Whatever a command left open, the process ends within seconds of its result. */
+function exitSoon(): void {
+  setTimeout(() => process.exit(), 3_000).unref();
+}
+
 main(process.argv.slice(2)).then(
   (code) => {
     process.exitCode = code;
+    exitSoon();
   },
   (err: unknown) => {
     if (err instanceof FlowhintError) {
@@ -70,5 +98,6 @@ main(process.argv.slice(2)).then(
       process.stderr.write(`flowhint: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
       process.exitCode = 1;
     }
+    exitSoon();
   },
 );

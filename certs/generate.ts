@@ -70,6 +70,12 @@ async function makeCa(now: Date, days: number): Promise<{ cert: x509.X509Certifi
   return { cert, key: keys.privateKey };
 }
 
+/** An RFC 1123 DNS name, as a certificate's subjectAltName holds one (a leading `*.` allowed). */
+export function isDnsName(name: string): boolean {
+  const label = '[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?';
+  return name.length <= 253 && new RegExp(`^(\\*\\.)?${label}(\\.${label})*$`).test(name);
+}
+
 export async function generateCerts(o: GenerateOptions): Promise<CertBundle> {
   if (o.dnsNames.length === 0 && (o.ipAddresses ?? []).length === 0)
     throw new FlowhintError('FH_USAGE', 'at least one --dns-name (or --service, or --ip) is needed');
@@ -80,7 +86,15 @@ export async function generateCerts(o: GenerateOptions): Promise<CertBundle> {
     : await makeCa(now, days * 5);
   const keys = await newKeys();
   const names: x509.JsonGeneralName[] = [
-    ...o.dnsNames.map((value) => ({ type: 'dns' as const, value })),
+    ...o.dnsNames.map((value) => {
+      if (!isDnsName(value)) {
+        throw new FlowhintError(
+          'FH_USAGE',
+          `--dns-name: ${JSON.stringify(value)} is not a DNS name (lower-case letters, digits, '-' and '.', e.g. flowhint-webhook.flowhint-system.svc)`,
+        );
+      }
+      return { type: 'dns' as const, value };
+    }),
     ...(o.ipAddresses ?? []).map((value) => {
       if (isIP(value) === 0) throw new FlowhintError('FH_USAGE', `--ip: not an IP address: ${JSON.stringify(value)}`);
       return { type: 'ip' as const, value };

@@ -33,7 +33,14 @@ export function parseFlags<S extends z.ZodType>(
   try {
     ({ values } = parseArgs({ args: argv, options, strict: true, allowPositionals: false }));
   } catch (err) {
-    throw new UsageError(`${(err as Error).message}\n${usage}`);
+    const flag = /Unknown option '(--[^']+)'/.exec((err as Error).message)?.[1];
+    const guess = flag
+      ? closest(
+          flag,
+          Object.keys(options).map((o) => `--${o}`),
+        )
+      : undefined;
+    throw new UsageError(`${(err as Error).message}${guess ? `; did you mean ${guess}?` : ''}\n${usage}`);
   }
   const parsed = schema.safeParse(values);
   if (!parsed.success) {
@@ -46,4 +53,24 @@ export function parseFlags<S extends z.ZodType>(
 /** A decimal port 0-65535 given as a flag string. */
 export function portFlag(fallback: number) {
   return z.coerce.number().int().min(0).max(65535).default(fallback);
+}
+
+/** The closest known name within two edits, for "did you mean". */
+export function closest(word: string, names: readonly string[]): string | undefined {
+  const distance = (a: string, b: string) => {
+    let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+    for (let i = 1; i <= a.length; i++) {
+      const row = [i];
+      for (let j = 1; j <= b.length; j++)
+        row[j] = Math.min(
+          (prev[j] ?? 0) + 1,
+          (row[j - 1] ?? 0) + 1,
+          (prev[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1),
+        );
+      prev = row;
+    }
+    return prev[b.length] ?? Infinity;
+  };
+  const best = names.map((n) => ({ n, d: distance(word, n) })).sort((x, y) => x.d - y.d)[0];
+  return best && best.d <= 2 ? best.n : undefined;
 }

@@ -87,6 +87,42 @@ export const ERRORS = {
   },
   FH_IP_FAILED: { exit: 1, help: '`ip -j` failed; install iproute2.' },
   FH_AGENT_RUNNING: { exit: 1, help: "Another agent holds this node's lock (same --netns); stop it first." },
+  FH_LISTEN_FAILED: {
+    exit: 1,
+    help: 'A port cannot be listened on (in use, or not allowed); pass a free one (--metrics-port, --port) or stop what holds it.',
+  },
+  FH_NO_KUBECONFIG: {
+    exit: 1,
+    help: 'No kubeconfig: not in a cluster and KUBECONFIG is unset; pass --kubeconfig, or --services-dir for the agent.',
+  },
+  FH_KUBECONFIG_INVALID: {
+    exit: 1,
+    help: 'The kubeconfig cannot be read or parsed; the message names the file and why.',
+  },
+  FH_API_UNREACHABLE: {
+    exit: 1,
+    help: 'The first list of Services from the API server failed (agent --once); check the kubeconfig and the server.',
+  },
+  FH_SERVICES_DIR_UNREADABLE: {
+    exit: 1,
+    help: 'The --services-dir directory cannot be read; check the path and its permissions.',
+  },
+  FH_NETNS_MISSING: {
+    exit: 1,
+    help: 'The --netns network namespace does not exist (ip netns list); create it or fix the name.',
+  },
+  FH_ONCE_TIMEOUT: {
+    exit: 1,
+    help: 'agent --once did not finish its sync within --once-timeout; the log says what it was waiting for.',
+  },
+  FH_CERTS_EXIST: {
+    exit: 1,
+    help: '--out already holds a CA; pass --reuse-ca to keep it (the caBundle stays) or --force to replace it.',
+  },
+  FH_CERTS_IO: {
+    exit: 1,
+    help: 'The certificate files cannot be read or written; the message names the path and why.',
+  },
   FH_NO_STATUS: { exit: 1, help: 'No agent status file; is the agent running with this --state-dir?' },
   // Command lines.
   FH_USAGE: { exit: 2, help: 'A flag or argument is wrong; the message names it and prints the usage.' },

@@ -5,6 +5,17 @@
  */
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
+import { FlowhintError, errorMessage } from './errors.ts';
+
+/** A listen failure as the catalogue's FH_LISTEN_FAILED, naming the address and the flag to change. */
+export function listenError(err: unknown, host: string, port: number, flag: string): FlowhintError {
+  const code = (err as { code?: unknown } | null)?.code;
+  const why = code === 'EADDRINUSE' ? 'the port is in use' : code === 'EACCES' ? 'not allowed' : errorMessage(err);
+  return new FlowhintError(
+    'FH_LISTEN_FAILED',
+    `cannot listen on ${host}:${port}: ${why}; pass a free port with ${flag}`,
+  );
+}
 
 export interface ProbeServerOptions {
   registry: Registry;
@@ -27,6 +38,11 @@ export async function startMetricsServer(o: ProbeServerOptions): Promise<Fastify
       return { ok: r.ok, ...(r.detail === undefined ? {} : { detail: r.detail }) };
     });
   }
-  await app.listen({ host: o.host, port: o.port });
+  try {
+    await app.listen({ host: o.host, port: o.port });
+  } catch (err) {
+    await app.close();
+    throw listenError(err, o.host, o.port, '--metrics-port');
+  }
   return app;
 }

@@ -99,6 +99,7 @@ t.test('the webhook runs restricted; the agent has NET_ADMIN only', async (t) =>
   const ac = a.containers[0].securityContext;
   t.equal(ac.privileged, false);
   t.same(ac.capabilities, { drop: ['ALL'], add: ['NET_ADMIN'] });
+  t.same(ac.seccompProfile, { type: 'RuntimeDefault' }, 'the agent runs under the runtime default seccomp profile');
 });
 
 t.test('webhook configurations: v1, no side effects, ≤ 5 s, only flowhint-keyed Services', async (t) => {

@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import { buildApp } from './app.ts';
 import { createWebhookMetrics } from './metrics.ts';
 import { CertReloader, loadTlsMaterial } from './tls.ts';
-import { startMetricsServer } from '../lib/metrics-server.ts';
+import { listenError, startMetricsServer } from '../lib/metrics-server.ts';
 
 export interface WebhookServerOptions {
   certFile: string;
@@ -52,13 +52,19 @@ export async function startWebhook(o: WebhookServerOptions): Promise<RunningWebh
     onResult: (result) => metrics.certReloads.inc({ result }),
   });
   reloader.seed(material);
-  await app.listen({ host: o.host, port: o.port });
-  ready = true;
-  reloader.start();
+  // The metrics port first: a port in use fails the start before HTTPS serves anything.
   const metricsApp =
     o.metricsPort === undefined
       ? undefined
       : await startMetricsServer({ registry: metrics.registry, host: o.metricsHost ?? o.host, port: o.metricsPort });
+  try {
+    await app.listen({ host: o.host, port: o.port });
+  } catch (err) {
+    await Promise.all([app.close(), metricsApp?.close()]);
+    throw listenError(err, o.host, o.port, '--port');
+  }
+  ready = true;
+  reloader.start();
   const url = address(app, 'https');
   o.logger.info({ url, metrics: metricsApp ? address(metricsApp, 'http') : null }, 'webhook listening');
   return {

@@ -176,7 +176,9 @@ export function formatStatus(s: StatusDoc): string {
     lines.push(
       `conntrack timeouts (ShortLived): ${s.node.conntrackTimeout.supported ? 'supported' : `DEGRADED: ${s.node.conntrackTimeout.detail}`}`,
     );
-  lines.push(`table: ${s.table}; devices: ${s.devices.length > 0 ? s.devices.join(', ') : '(none)'}`);
+  const devices =
+    s.node.mode === 'degraded' ? 'n/a (degraded)' : s.devices.length > 0 ? s.devices.join(', ') : '(none)';
+  lines.push(`table: ${s.table}; devices: ${devices}`);
   for (const f of s.otherFlowtables) lines.push(`other flowtable: ${flowtableText(f)}: ${OTHER_FLOWTABLE_DETAIL}`);
   const ls = s.lastSync;
   lines.push(

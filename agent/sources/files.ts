@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { loadAll } from 'js-yaml';
 import type { Logger } from 'pino';
 import { admit } from '../../api/index.ts';
-import { errorMessage, type ErrorCode } from '../../lib/errors.ts';
+import { FlowhintError, errorMessage, type ErrorCode } from '../../lib/errors.ts';
 import { watchDirs, type DirWatch } from '../../lib/dir-watch.ts';
 import { objectKey, type Source, type SourceEvent, type SourceSink } from './source.ts';
 
@@ -147,6 +147,13 @@ export class FileSource implements Source {
 
   async start(sink: SourceSink): Promise<void> {
     this.sink = sink;
+    // An unreadable directory at start-up is a failed start, not an empty set of Services.
+    await readServicesDir(this.o.dir).catch((err: unknown) => {
+      throw new FlowhintError(
+        'FH_SERVICES_DIR_UNREADABLE',
+        `cannot read --services-dir ${this.o.dir}: ${errorMessage(err)}`,
+      );
+    });
     await this.rescan();
     sink.synced();
     this.watcher = watchDirs([this.o.dir], () => void this.rescan(), {

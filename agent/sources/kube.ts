@@ -31,13 +31,15 @@ import {
 import type { Logger } from 'pino';
 import { HINT_LABEL } from '../../api/index.ts';
 import { Backoff } from '../../lib/backoff.ts';
-import { errorMessage } from '../../lib/errors.ts';
+import { FlowhintError, errorMessage } from '../../lib/errors.ts';
 import { objectKey, type Source, type SourceSink } from './source.ts';
 
 export interface KubeSourceOptions {
   kubeConfig: KubeConfig;
   logger: Logger;
   onRestart?: (reason: string) => void;
+  /** A failing first list fails start-up (`agent --once`) instead of being retried. */
+  failFast?: boolean;
   /** Restart backoff; it starts over after `resetMs` without errors. */
   backoff?: { initialMs: number; maxMs: number; resetMs?: number };
   /** Client-side deadline of a list request. */
@@ -107,6 +109,11 @@ export class KubeSource implements Source {
     informer.on('error', (err: unknown) => {
       if (this.stopped) return;
       const reason = errorMessage(err);
+      if (!synced && this.o.failFast) {
+        this.stopped = true;
+        sink.failed?.(new FlowhintError('FH_API_UNREACHABLE', `cannot list Services: ${reason}`));
+        return;
+      }
       const delay = this.backoff.next();
       this.restarts += 1;
       this.o.onRestart?.(reason);

@@ -13,6 +13,8 @@ export interface SourceSink {
   events(events: readonly SourceEvent[]): void;
   /** The source has delivered its complete initial state (first list, or first directory read). */
   synced(): void;
+  /** The source cannot deliver its initial state (and was asked to fail fast): start-up fails. */
+  failed?(err: Error): void;
   /**
    * A Service the source itself refused (the file source validates, having no webhook in
    * front of it); `undefined` code clears an earlier refusal for that key.

@@ -40,11 +40,13 @@ t.test('--once programs and exits 0; status reads it', async (t) => {
   t.equal(r.status, 0, r.stderr);
   t.match(ns.sh('nft', 'list', 'table', 'inet', 'flowhint'), /10\.96\.0\.10 : goto v4_/);
   const s = cli('status', '--state-dir', state, '--netns', ns.name);
-  t.equal(s.status, 0, s.stderr);
+  t.equal(s.status, 1, 'the --once agent has exited: status says so, and exits 1');
+  t.match(s.stdout, /^agent: NOT RUNNING: pid \d+ has ended; below is its last status, written /m);
   t.match(s.stdout, /^node: degraded: kernel has no flowtable support/m);
   t.match(s.stdout, /demo\/a\s+10\.96\.0\.10\s+tcp\/80\s+after 20 packets\s+offloaded now: 0/);
   const j = JSON.parse(cli('status', '--json', '--state-dir', state, '--netns', ns.name).stdout);
   t.equal(j.lastSync.ok, true);
+  t.equal(j.agentRunning, false);
   t.equal(cli('status', '--state-dir', join(state, 'nope')).status, 1, 'no status file: exit 1 with a message');
 });
 
@@ -54,6 +56,10 @@ t.test('a running agent: a second refuses; SIGTERM exits 0 and leaves the rules'
   first.stdout.on('data', (c: Buffer) => (out += c.toString()));
   for (let i = 0; i < 200 && !/"msg":"synced"/.test(out); i++) await sleep(50);
   t.match(out, /"msg":"synced"/, 'first agent synced');
+  await sleep(1_000); // its status file follows the sync within half a second
+  const live = cli('status', '--state-dir', state, '--netns', ns.name);
+  t.equal(live.status, 0, 'status of a running agent exits 0');
+  t.notMatch(live.stdout, /NOT RUNNING/);
   const second = cli(...agentArgs, '--once');
   t.equal(second.status, 1);
   t.match(second.stderr, /FH_AGENT_RUNNING/);

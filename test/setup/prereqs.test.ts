@@ -4,7 +4,7 @@
  */
 import t from 'tap';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -13,7 +13,18 @@ t.test(
   async (t) => {
     // An empty PATH directory: no nft, ip, conntrack, iptables-restore, kustomize; node by its absolute path.
     const empty = mkdtempSync(join(tmpdir(), 'flowhint-path-'));
-    t.teardown(() => rmSync(empty, { recursive: true, force: true }));
+    // nobody may not be able to enter the checkout (root's home is mode 700): run node and the
+    // step from a copy it can read, wherever the checkout lives.
+    const copy = mkdtempSync(join(tmpdir(), 'flowhint-prereqs-'));
+    t.teardown(() => {
+      rmSync(empty, { recursive: true, force: true });
+      rmSync(copy, { recursive: true, force: true });
+    });
+    mkdirSync(join(copy, 'test/setup'), { recursive: true });
+    for (const f of ['test/setup/prereqs.ts', 'test/setup/tools.ts']) copyFileSync(f, join(copy, f));
+    copyFileSync(process.execPath, join(copy, 'node'));
+    for (const d of [copy, join(copy, 'test'), join(copy, 'test/setup'), empty]) chmodSync(d, 0o755);
+    chmodSync(join(copy, 'node'), 0o755);
     const r = spawnSync(
       '/usr/bin/setpriv',
       [
@@ -24,10 +35,10 @@ t.test(
         '-i',
         `PATH=${empty}`,
         `HOME=${empty}`,
-        process.execPath,
-        'test/setup/prereqs.ts',
+        join(copy, 'node'),
+        join(copy, 'test/setup/prereqs.ts'),
       ],
-      { encoding: 'utf8', env: { PATH: empty, HOME: empty } },
+      { encoding: 'utf8', env: { PATH: empty, HOME: empty }, cwd: copy },
     );
     t.equal(r.status, 1, 'exit 1');
     const lines = r.stderr.trim().split('\n');

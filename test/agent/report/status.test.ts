@@ -53,7 +53,7 @@ t.test('every part of the document is printed', async (t) => {
   const text = formatStatus(doc);
   t.match(text, /^node: degraded: kernel has no flowtable support$/m);
   t.match(text, /^conntrack accounting: OFF \(cannot set it\)$/m);
-  t.match(text, /^table: inet flowhint; devices: \(none\)$/m);
+  t.match(text, /^table: inet flowhint; devices: n\/a \(degraded\)$/m);
   t.match(text, /^other flowtable: inet kindnet\/fastpath on eth0 \(priority 0\): /m);
   t.match(text, /^last sync: 2026-12-03T00:00:01Z full FAILED: nft transaction failed: x \(1\.5 ms\)$/m);
   t.match(

@@ -234,7 +234,13 @@ export class Agent {
       stderr = err instanceof NftError ? err.stderr : undefined;
     }
     this.lastSync = result;
-    const context = { services: target.services.size, applied: this.programmer.applied, failures: this.failures };
+    const changed = kind === 'partial' ? [...keys].sort() : undefined;
+    const context = {
+      services: target.services.size,
+      applied: this.programmer.applied,
+      failures: this.failures,
+      changed,
+    };
     reportSync(this.o.metrics, this.log, result, { ...context, stderr });
     if (result.ok) await this.afterSync(kind, target);
     this.status.soon();

@@ -4,11 +4,13 @@
  * `--netns NAME` runs every host tool (nft, ip, sysctl, conntrack) through
  * `ip netns exec NAME`, so the agent can program a scratch namespace without entering it.
  */
-import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { z } from 'zod';
 import { parseFlags, portFlag } from '../lib/cli.ts';
 import { FlowhintError } from '../lib/errors.ts';
-import { makeRunner } from '../lib/exec.ts';
+import { netnsRunner } from '../lib/exec.ts';
+import { deadline as timeLimit, stopSignals } from '../lib/process.ts';
+import { flowhintVersion } from '../lib/version.ts';
 import { acquireInstanceLock } from '../lib/instance-lock.ts';
 import { createLogger } from '../lib/log.ts';
 import {
@@ -22,14 +24,13 @@ import {
 } from '../api/index.ts';
 import { parseAddress, type Address } from './state/address.ts';
 import { Agent } from './agent.ts';
-import { countByService, entriesByService, readConntrack } from './host/conntrack.ts';
-import { buildDesired } from './state/desired.ts';
+import { requireNetns } from './host/netns.ts';
 import { createAgentMetrics } from './report/metrics.ts';
 import { makeNft } from './nft/nft.ts';
 import { DEFAULT_CT_MARK, isMarkBit } from './nft/names.ts';
 import { DELETE_TABLE } from './nft/render.ts';
 import { FileSource } from './sources/files.ts';
-import { DEFAULT_STATE_DIR, formatStatus, readStatus } from './report/status.ts';
+import { DEFAULT_STATE_DIR } from './report/status.ts';
 
 const AGENT_USAGE = `usage: flowhint agent [--services-dir DIR | --kubeconfig FILE] [--once] [--offload-after-packets ${DEFAULT_THRESHOLD}] [--short-lived-timeout ${DEFAULT_TIMEOUT_SECONDS}s]
     [--devices RE] [--exclude-devices RE] [--node-address IP…] [--metrics-port 9471] [--metrics-host 0.0.0.0]
@@ -114,10 +115,6 @@ const AgentFlags = z.object({
     .optional(),
 });
 
-function runnerFor(netns: string | undefined) {
-  return makeRunner(netns ? ['ip', 'netns', 'exec', netns] : []);
-}
-
 export async function agentCommand(argv: string[]): Promise<number> {
   const f = parseFlags(
     argv,
@@ -154,6 +151,7 @@ export async function agentCommand(argv: string[]): Promise<number> {
     const metrics = createAgentMetrics();
     // The agent, once made: the readiness probe answers from it.
     const made: { agent?: Agent } = {};
+    let metricsUrl: string | undefined;
     // Listen before anything starts, so a port in use fails the start with nothing left running.
     if (!f.once) {
       const { startMetricsServer } = await import('../lib/metrics-server.ts');
@@ -167,8 +165,10 @@ export async function agentCommand(argv: string[]): Promise<number> {
         },
       });
       closers.push(() => server.close());
+      const addr = server.server.address();
+      metricsUrl = typeof addr === 'object' && addr ? `http://${f['metrics-host']}:${addr.port}/metrics` : undefined;
     }
-    const run = runnerFor(f.netns);
+    const run = netnsRunner(f.netns);
     // @kubernetes/client-node is large; load it only when Services come from the API server.
     const source = f['services-dir']
       ? new FileSource({ dir: f['services-dir'], logger: logger.child({ source: 'files' }) })
@@ -198,7 +198,16 @@ export async function agentCommand(argv: string[]): Promise<number> {
     });
     made.agent = running;
     closers.push(() => running.stop({ cleanup: false }));
-    const deadline = f.once ? onceDeadline(f['once-timeout']) : undefined;
+    const deadline = f.once
+      ? timeLimit(
+          f['once-timeout'],
+          () =>
+            new FlowhintError(
+              'FH_ONCE_TIMEOUT',
+              `no sync within --once-timeout ${f['once-timeout']}s (the source never delivered its first state)`,
+            ),
+        )
+      : undefined;
     closers.push(async () => deadline?.cancel());
     const work = async () => {
       await running.prepare();
@@ -207,6 +216,14 @@ export async function agentCommand(argv: string[]): Promise<number> {
       await running.refreshOffloadMetrics().catch(() => undefined);
       return r;
     };
+    const startLine = {
+      version: flowhintVersion(),
+      source: source.name,
+      node: hostname(),
+      netns: f.netns,
+      metrics: metricsUrl,
+    };
+    logger.info(startLine, f.once ? 'agent starting (--once)' : 'agent starting');
     const started = work();
     started.catch(() => undefined); // raced below; a late failure after a signal is not unhandled
     const outcome = await Promise.race([started, signals.signal, ...(deadline ? [deadline.expired] : [])]).finally(() =>
@@ -234,123 +251,6 @@ export async function agentCommand(argv: string[]): Promise<number> {
   }
 }
 
-/** The first SIGTERM or SIGINT, by name; `off` removes the handlers. */
-function stopSignals(): { signal: Promise<string>; off: () => void } {
-  let off = () => {};
-  const signal = new Promise<string>((resolve) => {
-    const term = () => resolve('SIGTERM');
-    const int = () => resolve('SIGINT');
-    process.once('SIGTERM', term);
-    process.once('SIGINT', int);
-    off = () => {
-      process.off('SIGTERM', term);
-      process.off('SIGINT', int);
-    };
-  });
-  return { signal, off };
-}
-
-/** `agent --once`'s bound: rejects with FH_ONCE_TIMEOUT after `seconds`. */
-function onceDeadline(seconds: number): { expired: Promise<never>; cancel: () => void } {
-  let timer: NodeJS.Timeout | undefined;
-  const expired = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(() => {
-      reject(
-        new FlowhintError(
-          'FH_ONCE_TIMEOUT',
-          `no sync within --once-timeout ${seconds}s (the source never delivered its first state)`,
-        ),
-      );
-    }, seconds * 1000);
-  });
-  return { expired, cancel: () => clearTimeout(timer) };
-}
-
-/** The named network namespace exists (`ip netns` lists it), or FH_NETNS_MISSING. */
-async function requireNetns(name: string): Promise<void> {
-  const r = await makeRunner([])(['ip', 'netns', 'exec', name, 'true']);
-  if (r.code !== 0) {
-    throw new FlowhintError(
-      'FH_NETNS_MISSING',
-      `network namespace ${JSON.stringify(name)} does not exist (ip netns list): ${r.stderr.trim()}`,
-    );
-  }
-}
-
-const StatusFlags = z.object({
-  json: z.boolean().default(false),
-  'state-dir': z.string().default(DEFAULT_STATE_DIR),
-  netns: z
-    .string()
-    .regex(/^[A-Za-z0-9_.-]+$/)
-    .optional(),
-});
-
-export async function statusCommand(argv: string[]): Promise<number> {
-  const f = parseFlags(
-    argv,
-    { json: { type: 'boolean' }, 'state-dir': { type: 'string' }, netns: { type: 'string' } },
-    StatusFlags,
-    'usage: flowhint status [--json] [--state-dir DIR] [--netns NAME]',
-  );
-  const doc = await readStatus(f['state-dir']);
-  if (!doc) {
-    process.stderr.write(
-      `flowhint: FH_NO_STATUS: no agent status in ${f['state-dir']}/status.json; is the agent running with this --state-dir?\n`,
-    );
-    return 1;
-  }
-  // Offloaded-now counts are read live from conntrack, not from the file.
-  const dests = await readConntrack(runnerFor(f.netns));
-  if (dests) {
-    const state = buildDesired(
-      doc.services.map((s) => ({
-        key: s.service,
-        hint: s.hint,
-        threshold: s.threshold,
-        timeout: s.timeoutSeconds,
-        vips: s.addresses.flatMap((a) => parseAddress(a) ?? []),
-        ports: s.ports.map(portMatch),
-        nodePorts: s.nodePorts.map(portMatch),
-      })),
-      doc.node.nodeAddresses.flatMap((a) => parseAddress(a) ?? []),
-    );
-    const counts = countByService(state, dests);
-    const entries = entriesByService(state, dests);
-    for (const s of doc.services) {
-      if (s.hint === 'ShortLived') s.conntrackEntries = entries.get(s.service) ?? 0;
-      else s.offloadedNow = counts.get(s.service) ?? 0;
-    }
-  }
-  // A document whose agent has exited is its last word, not the node's state now.
-  const running = agentRunning(doc.pid);
-  if (f.json) {
-    process.stdout.write(`${JSON.stringify({ ...doc, agentRunning: running }, null, 2)}\n`);
-  } else {
-    if (!running) {
-      process.stdout.write(
-        `agent: NOT RUNNING: pid ${doc.pid} has ended; below is its last status, written ${doc.updatedAt}\n`,
-      );
-    }
-    process.stdout.write(formatStatus(doc));
-  }
-  return running ? 0 : 1;
-}
-
-/** Whether the agent that wrote a status document still runs (its pid is a flowhint process). */
-function agentRunning(pid: number): boolean {
-  try {
-    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('flowhint');
-  } catch {
-    return false;
-  }
-}
-
-function portMatch(s: string) {
-  const [proto, port] = s.split('/');
-  return { proto: proto === 'udp' ? ('udp' as const) : ('tcp' as const), port: Number(port) };
-}
-
 export async function cleanupCommand(argv: string[]): Promise<number> {
   const f = parseFlags(
     argv,
@@ -363,7 +263,7 @@ export async function cleanupCommand(argv: string[]): Promise<number> {
     }),
     'usage: flowhint cleanup [--netns NAME]',
   );
-  const nft = makeNft(runnerFor(f.netns));
+  const nft = makeNft(netnsRunner(f.netns));
   if ((await nft.read()) === undefined) {
     process.stderr.write('flowhint: table inet flowhint does not exist; nothing to clean up\n');
     return 0;

@@ -3,9 +3,9 @@
  * flowhint: per-Service flowtable offload for Kubernetes.
  * Subcommands load their module on demand, so `flowhint certs` never loads the agent.
  */
-import { readFileSync } from 'node:fs';
 import { closest } from '../lib/cli.ts';
 import { FlowhintError } from '../lib/errors.ts';
+import { flowhintVersion } from '../lib/version.ts';
 
 type Command = (argv: string[]) => Promise<number>;
 
@@ -20,7 +20,7 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<Command> }
   },
   status: {
     summary: "show the agent's node mode, devices, programmed Services and offloaded connections",
-    load: async () => (await import('../agent/cli.ts')).statusCommand,
+    load: async () => (await import('../agent/report/status-command.ts')).statusCommand,
   },
   cleanup: {
     summary: 'delete the table inet flowhint',
@@ -40,17 +40,6 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<Command> }
   },
 };
 
-/** The version in package.json (the image copies it beside dist/). */
-function version(): string {
-  const pkg = JSON.parse(
-    readFileSync(
-      new URL(import.meta.url.includes('/dist/') ? '../../package.json' : '../package.json', import.meta.url),
-      'utf8',
-    ),
-  ) as { version?: unknown };
-  return typeof pkg.version === 'string' ? pkg.version : 'unknown';
-}
-
 function usage(): string {
   const lines = [
     ...Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`),
@@ -66,7 +55,7 @@ async function main(argv: string[]): Promise<number> {
     return name === undefined ? 2 : 0;
   }
   if (name === 'version' || name === '--version') {
-    process.stdout.write(`flowhint ${version()} (node ${process.version})\n`);
+    process.stdout.write(`flowhint ${flowhintVersion()} (node ${process.version})\n`);
     return 0;
   }
   const command = COMMANDS[name];

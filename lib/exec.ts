@@ -48,3 +48,8 @@ export function makeRunner(prefix: readonly string[] = []): Runner {
       child.stdin.end(options.stdin ?? '');
     });
 }
+
+/** A Runner for host tools, run inside the named network namespace (`ip netns exec`) when one is given. */
+export function netnsRunner(netns: string | undefined): Runner {
+  return makeRunner(netns ? ['ip', 'netns', 'exec', netns] : []);
+}

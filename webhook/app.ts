@@ -144,7 +144,7 @@ export function buildApp(options: BuildAppOptions = {}): FastifyInstance {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       const allowed = String(decision.review.response.allowed);
       metrics.requests.inc({ webhook, operation: operationLabel(decision.operation), allowed });
-      metrics.latency.observe({ webhook }, seconds);
+      metrics.requestDuration.observe({ webhook }, seconds);
       for (const code of decision.codes ?? []) metrics.rejections.inc({ code });
       req.log.info(
         {

@@ -1,10 +1,11 @@
 /** The webhook's Prometheus metrics, all prefixed `flowhint_webhook_`. */
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { registerBuildInfo } from '../lib/version.ts';
 
 export interface WebhookMetrics {
   registry: Registry;
   requests: Counter<'webhook' | 'operation' | 'allowed'>;
-  latency: Histogram<'webhook'>;
+  requestDuration: Histogram<'webhook'>;
   certReloads: Counter<'result'>;
   badRequests: Counter<'code'>;
   rejections: Counter<'code'>;
@@ -25,7 +26,8 @@ export function operationLabel(operation: string): string {
 export function createWebhookMetrics(options: { defaultMetrics?: boolean } = {}): WebhookMetrics {
   const registry = new Registry();
   if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });
-  return {
+  registerBuildInfo(registry);
+  const m: WebhookMetrics = {
     registry,
     requests: new Counter({
       name: 'flowhint_webhook_requests_total',
@@ -33,11 +35,11 @@ export function createWebhookMetrics(options: { defaultMetrics?: boolean } = {})
       labelNames: ['webhook', 'operation', 'allowed'],
       registers: [registry],
     }),
-    latency: new Histogram({
-      name: 'flowhint_webhook_latency_seconds',
-      help: 'Time from request received to response sent.',
+    requestDuration: new Histogram({
+      name: 'flowhint_webhook_request_duration_seconds',
+      help: "Time from an AdmissionReview received to its answer sent, by webhook; the buckets reach the API server's 30 s webhook timeout.",
       labelNames: ['webhook'],
-      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 2.5, 5, 10, 30],
       registers: [registry],
     }),
     certReloads: new Counter({
@@ -59,4 +61,11 @@ export function createWebhookMetrics(options: { defaultMetrics?: boolean } = {})
       registers: [registry],
     }),
   };
+  // Series exist before their first event, so rate() and absent() work from the first scrape.
+  for (const webhook of ['mutate', 'validate']) {
+    m.requestDuration.zero({ webhook });
+    for (const operation of ['CREATE', 'UPDATE'])
+      for (const allowed of ['true', 'false']) m.requests.inc({ webhook, operation, allowed }, 0);
+  }
+  return m;
 }

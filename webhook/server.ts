@@ -8,6 +8,7 @@ import { buildApp } from './app.ts';
 import { createWebhookMetrics } from './metrics.ts';
 import { CertReloader, loadTlsMaterial } from './tls.ts';
 import { listenError, startMetricsServer } from '../lib/metrics-server.ts';
+import { flowhintVersion } from '../lib/version.ts';
 
 export interface WebhookServerOptions {
   certFile: string;
@@ -66,7 +67,8 @@ export async function startWebhook(o: WebhookServerOptions): Promise<RunningWebh
   ready = true;
   reloader.start();
   const url = address(app, 'https');
-  o.logger.info({ url, metrics: metricsApp ? address(metricsApp, 'http') : null }, 'webhook listening');
+  const metricsUrl = metricsApp ? `${address(metricsApp, 'http')}/metrics` : null;
+  o.logger.info({ version: flowhintVersion(), url, metrics: metricsUrl }, 'webhook listening');
   return {
     app,
     url,

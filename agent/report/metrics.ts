@@ -1,5 +1,6 @@
 /** The agent's Prometheus metrics, all prefixed `flowhint_agent_`. */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { registerBuildInfo } from '../../lib/version.ts';
 
 export interface AgentMetrics {
   registry: Registry;
@@ -15,7 +16,8 @@ export interface AgentMetrics {
   conntrackAccounting: Gauge;
   driftRepairs: Counter;
   offloadedConnections: Gauge<'service'>;
-  offloadDecisions: Gauge<'service'>;
+  offloadDecisions: Counter<'service'>;
+  lastSyncSuccess: Gauge;
   notOffloadablePorts: Gauge<'service' | 'reason'>;
   conntrackTimeoutSupported: Gauge;
   conntrackEntries: Gauge<'service'>;
@@ -26,7 +28,8 @@ export function createAgentMetrics(options: { defaultMetrics?: boolean } = {}): 
   const registry = new Registry();
   if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });
   const r = [registry];
-  return {
+  registerBuildInfo(registry);
+  const m: AgentMetrics = {
     registry,
     hintedServices: new Gauge({
       name: 'flowhint_agent_hinted_services',
@@ -89,10 +92,15 @@ export function createAgentMetrics(options: { defaultMetrics?: boolean } = {}): 
       labelNames: ['service'],
       registers: r,
     }),
-    offloadDecisions: new Gauge({
-      name: 'flowhint_agent_offload_decisions',
+    offloadDecisions: new Counter({
+      name: 'flowhint_agent_offload_decisions_total',
       help: "Packets that passed the offload rule on a Service's own addresses since the table was made (about one per offloaded connection; NodePorts count on the node address, not here).",
       labelNames: ['service'],
+      registers: r,
+    }),
+    lastSyncSuccess: new Gauge({
+      name: 'flowhint_agent_last_sync_success_timestamp_seconds',
+      help: 'When the last successful sync ended (Unix time); time() minus it is how stale the node is.',
       registers: r,
     }),
     conntrackTimeoutSupported: new Gauge({
@@ -118,4 +126,10 @@ export function createAgentMetrics(options: { defaultMetrics?: boolean } = {}): 
       registers: r,
     }),
   };
+  // Series exist before their first event, so rate() and absent() work from the first scrape.
+  for (const kind of ['full', 'partial', 'devices']) {
+    m.syncFailures.inc({ kind }, 0);
+    m.syncDuration.zero({ kind });
+  }
+  return m;
 }

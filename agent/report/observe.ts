@@ -50,7 +50,8 @@ export class Observer {
       for (const e of applied.services.values()) {
         let n = 0;
         for (const v of e.vips) n += table.sets.get(SEEN[v.family])?.elements.get(v.addr) ?? 0;
-        m.offloadDecisions.set({ service: e.key }, n);
+        // The counting sets' own counts: a counter that restarts when the table is rebuilt.
+        m.offloadDecisions.inc({ service: e.key }, n);
       }
     }
     await this.localDelivery(applied);

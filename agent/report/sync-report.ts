@@ -14,6 +14,8 @@ export interface SyncContext {
   readonly applied: Applied | undefined;
   /** Failures in a row, this one included (0 after a success). */
   readonly failures: number;
+  /** The Services a partial sync changed (the log names at most ten). */
+  readonly changed?: readonly string[] | undefined;
   /** nft's standard error, when nft refused the transaction. */
   readonly stderr?: string | undefined;
 }
@@ -25,7 +27,10 @@ export function reportSync(metrics: AgentMetrics, log: Logger, r: SyncResult, c:
   metrics.devices.set(c.applied?.options.devices.length ?? 0);
   const durationMs = Math.round(r.durationMs * 10) / 10;
   if (r.ok) {
-    log.info({ kind, durationMs, services: c.services, drift: r.drift }, 'synced');
+    metrics.lastSyncSuccess.set(Date.parse(r.at) / 1000);
+    const changed =
+      c.changed && c.changed.length > 0 ? { changed: c.changed.slice(0, 10), changedCount: c.changed.length } : {};
+    log.info({ kind, durationMs, services: c.services, drift: r.drift, ...changed }, 'synced');
     return;
   }
   metrics.syncFailures.inc({ kind });

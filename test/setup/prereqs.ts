@@ -5,7 +5,16 @@
  * (never a stack trace, never a half-run suite).
  */
 import { spawnSync } from 'node:child_process';
-import { APT_TOOLS, ToolError, fetchKustomize, kustomizeCommand, onPath, outputText } from './tools.ts';
+import {
+  APT_TOOLS,
+  ToolError,
+  fetchKustomize,
+  fetchPromtool,
+  kustomizeCommand,
+  onPath,
+  outputText,
+  promtoolCommand,
+} from './tools.ts';
 
 const say = (s: string) => process.stderr.write(`prereqs: ${s}\n`);
 const isRoot = process.getuid?.() === 0;
@@ -53,5 +62,17 @@ if (!kustomizeCommand()) {
     fetchKustomize();
   } catch (err) {
     fail(`could not fetch kustomize: ${err instanceof ToolError ? err.message : String(err)}; ${hint}`);
+  }
+}
+
+if (!promtoolCommand()) {
+  const hint =
+    "Prometheus' promtool: put one on PATH, or run npm test as root with apt so bookworm's prometheus package is unpacked into .cache/tools";
+  if (!canApt) fail(`missing promtool (the metrics tests lint both exporters); ${hint}`);
+  say("fetching promtool from Debian's prometheus package into .cache/tools (unpacked, not installed)");
+  try {
+    fetchPromtool();
+  } catch (err) {
+    fail(`could not fetch promtool: ${err instanceof ToolError ? err.message : String(err)}; ${hint}`);
   }
 }

@@ -13,6 +13,10 @@
  *   archive address with the suite `sid`; the machine's apt sources are not changed) and
  *   unpacked with `dpkg -x` into the git-ignored `.cache/tools`, the way the kernel suite
  *   gets its kernel. A `kustomize` already on PATH is used when it is there.
+ * - `promtool`: the metrics tests check both exporters with Prometheus' own linter. It comes
+ *   in bookworm's `prometheus` package, which would also install and start a server: the
+ *   package is fetched with `apt-get download` and only unpacked (`dpkg -x`) into
+ *   `.cache/tools`. A `promtool` already on PATH is used when it is there.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -22,6 +26,33 @@ import { fileURLToPath } from 'node:url';
 export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const TOOLS = join(REPO, '.cache', 'tools');
 const KUSTOMIZE_LOCAL = join(TOOLS, 'kustomize', 'usr', 'bin', 'kustomize');
+const PROMTOOL_LOCAL = join(TOOLS, 'prometheus', 'usr', 'bin', 'promtool');
+
+/** The promtool the metrics tests use: the project's own copy, else one on PATH. */
+export function promtoolCommand(): string | undefined {
+  if (existsSync(PROMTOOL_LOCAL)) return PROMTOOL_LOCAL;
+  return onPath('promtool') ? 'promtool' : undefined;
+}
+
+/** bookworm's `prometheus` package, downloaded and unpacked (never installed) for its promtool. */
+export function fetchPromtool(): string {
+  const debs = join(TOOLS, 'debs');
+  rmSync(debs, { recursive: true, force: true });
+  mkdirSync(debs, { recursive: true });
+  const download = () => spawnSync('apt-get', ['-q', 'download', 'prometheus'], { cwd: debs, encoding: 'utf8' });
+  if (download().status !== 0) {
+    run('apt-get', ['-q', 'update']);
+    run('apt-get', ['-q', 'download', 'prometheus'], debs);
+  }
+  const deb = readdirSync(debs).find((f) => /^prometheus_.*\.deb$/.test(f));
+  if (!deb) throw new ToolError('apt-get download prometheus produced no .deb');
+  const into = join(TOOLS, 'prometheus');
+  rmSync(into, { recursive: true, force: true });
+  run('dpkg', ['-x', join(debs, deb), into]);
+  rmSync(debs, { recursive: true, force: true });
+  if (!existsSync(PROMTOOL_LOCAL)) throw new ToolError(`${deb} has no usr/bin/promtool`);
+  return PROMTOOL_LOCAL;
+}
 
 export interface Tool {
   readonly command: string;

@@ -192,7 +192,7 @@ t.test('health, readiness, 404 and metrics', async (t) => {
   const text = await res.text();
   t.match(text, /flowhint_webhook_requests_total\{webhook="mutate",operation="CREATE",allowed="true"\} \d+/);
   t.match(text, /flowhint_webhook_requests_total\{webhook="validate",operation="CREATE",allowed="false"\} \d+/);
-  t.match(text, /flowhint_webhook_latency_seconds_bucket/);
+  t.match(text, /flowhint_webhook_request_duration_seconds_bucket/);
   t.match(text, /flowhint_webhook_bad_requests_total\{code="FH_MALFORMED_JSON"\}/);
   // The table test above rejects one Service per code: each counted once, under its own code.
   const rejected = [...text.matchAll(/^flowhint_webhook_rejections_total\{code="([A-Z_]+)"\} (\d+)$/gm)]

@@ -6,140 +6,23 @@
  */
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { parseFlags, portFlag } from '../lib/cli.ts';
+import { parseFlags } from '../lib/cli.ts';
 import { FlowhintError } from '../lib/errors.ts';
 import { netnsRunner } from '../lib/exec.ts';
 import { deadline as timeLimit, stopSignals } from '../lib/process.ts';
 import { flowhintVersion } from '../lib/version.ts';
 import { acquireInstanceLock } from '../lib/instance-lock.ts';
 import { createLogger } from '../lib/log.ts';
-import {
-  DEFAULT_THRESHOLD,
-  DEFAULT_TIMEOUT_SECONDS,
-  THRESHOLD_MAX,
-  TIMEOUT_MAX_SECONDS,
-  TIMEOUT_MIN_SECONDS,
-  canonicalTimeout,
-  timeoutSeconds,
-} from '../api/index.ts';
-import { parseAddress, type Address } from './state/address.ts';
 import { Agent } from './agent.ts';
 import { requireNetns } from './host/netns.ts';
 import { createAgentMetrics } from './report/metrics.ts';
 import { makeNft } from './nft/nft.ts';
-import { DEFAULT_CT_MARK, isMarkBit } from './nft/names.ts';
 import { DELETE_TABLE } from './nft/render.ts';
 import { FileSource } from './sources/files.ts';
-import { DEFAULT_STATE_DIR } from './report/status.ts';
-
-const AGENT_USAGE = `usage: flowhint agent [--services-dir DIR | --kubeconfig FILE] [--once] [--offload-after-packets ${DEFAULT_THRESHOLD}] [--short-lived-timeout ${DEFAULT_TIMEOUT_SECONDS}s]
-    [--devices RE] [--exclude-devices RE] [--node-address IP…] [--metrics-port 9471] [--metrics-host 0.0.0.0]
-    [--state-dir ${DEFAULT_STATE_DIR}] [--no-flowtable-counter] [--ct-mark-bit 0x${DEFAULT_CT_MARK.toString(16)}] [--resync-seconds 3600] [--cleanup-on-exit] [--netns NAME]
-    [--once-timeout 300]
-  Without --services-dir, Services come from the API server (in-cluster config, or KUBECONFIG).
-  --once syncs once and exits: 0 if the sync succeeded, 1 if it failed or did not finish within --once-timeout seconds.`;
-
-function regex(name: string) {
-  return z
-    .string()
-    .optional()
-    .transform((s, ctx) => {
-      if (s === undefined) return undefined;
-      try {
-        return new RegExp(s);
-      } catch (err) {
-        ctx.addIssue({ code: 'custom', message: `${name}: not a regular expression: ${(err as Error).message}` });
-        return z.NEVER;
-      }
-    });
-}
-
-const AgentFlags = z.object({
-  'services-dir': z.string().min(1).optional(),
-  kubeconfig: z.string().min(1).optional(),
-  once: z.boolean().default(false),
-  'offload-after-packets': z.coerce.number().int().min(0).max(THRESHOLD_MAX).default(DEFAULT_THRESHOLD),
-  'short-lived-timeout': z
-    .string()
-    .default(`${DEFAULT_TIMEOUT_SECONDS}s`)
-    .transform((v, ctx) => {
-      const seconds = timeoutSeconds(canonicalTimeout(v));
-      if (seconds === undefined) {
-        ctx.addIssue({
-          code: 'custom',
-          message: `--short-lived-timeout: ${JSON.stringify(v)} is not a duration from ${TIMEOUT_MIN_SECONDS}s to ${TIMEOUT_MAX_SECONDS / 60}m, e.g. "5s"`,
-        });
-        return z.NEVER;
-      }
-      return seconds;
-    }),
-  devices: regex('--devices'),
-  'exclude-devices': regex('--exclude-devices'),
-  'node-address': z
-    .array(z.string())
-    .optional()
-    .transform((xs, ctx) => {
-      if (!xs) return undefined;
-      const out: Address[] = [];
-      for (const x of xs) {
-        const a = parseAddress(x);
-        if (!a) ctx.addIssue({ code: 'custom', message: `not an IP address: ${x}` });
-        else out.push(a);
-      }
-      return out;
-    }),
-  'metrics-port': portFlag(9471),
-  'metrics-host': z.string().default('0.0.0.0'),
-  'state-dir': z.string().default(DEFAULT_STATE_DIR),
-  'no-flowtable-counter': z.boolean().default(false),
-  'ct-mark-bit': z
-    .string()
-    .default(`0x${DEFAULT_CT_MARK.toString(16)}`)
-    .transform((v, ctx) => {
-      const n = /^(0x[0-9a-f]{1,8}|[0-9]{1,10})$/i.test(v) ? Number(v) : NaN;
-      if (!isMarkBit(n)) {
-        ctx.addIssue({
-          code: 'custom',
-          message: `--ct-mark-bit: ${JSON.stringify(v)} is not one of bits 0 to 30 of the conntrack mark (a power of two from 0x1 to 0x40000000), e.g. 0x2000`,
-        });
-        return z.NEVER;
-      }
-      return n;
-    }),
-  'resync-seconds': z.coerce.number().positive().default(3600),
-  'cleanup-on-exit': z.boolean().default(false),
-  'once-timeout': z.coerce.number().int().min(1).max(3600).default(300),
-  netns: z
-    .string()
-    .regex(/^[A-Za-z0-9_.-]+$/)
-    .optional(),
-});
+import { AGENT_FLAGS, AGENT_USAGE, AgentFlags } from './cli-flags.ts';
 
 export async function agentCommand(argv: string[]): Promise<number> {
-  const f = parseFlags(
-    argv,
-    {
-      'services-dir': { type: 'string' },
-      kubeconfig: { type: 'string' },
-      once: { type: 'boolean' },
-      'offload-after-packets': { type: 'string' },
-      'short-lived-timeout': { type: 'string' },
-      devices: { type: 'string' },
-      'exclude-devices': { type: 'string' },
-      'node-address': { type: 'string', multiple: true },
-      'metrics-port': { type: 'string' },
-      'metrics-host': { type: 'string' },
-      'state-dir': { type: 'string' },
-      'no-flowtable-counter': { type: 'boolean' },
-      'ct-mark-bit': { type: 'string' },
-      'resync-seconds': { type: 'string' },
-      'cleanup-on-exit': { type: 'boolean' },
-      'once-timeout': { type: 'string' },
-      netns: { type: 'string' },
-    },
-    AgentFlags,
-    AGENT_USAGE,
-  );
+  const f = parseFlags(argv, AGENT_FLAGS, AgentFlags, AGENT_USAGE);
   // One agent per network namespace it programs: a second one refuses to start.
   const lock = await acquireInstanceLock(`flowhint-agent:${f.netns ?? 'host'}`);
   const logger = createLogger('flowhint-agent');
@@ -254,11 +137,11 @@ export async function agentCommand(argv: string[]): Promise<number> {
 export async function cleanupCommand(argv: string[]): Promise<number> {
   const f = parseFlags(
     argv,
-    { netns: { type: 'string' } },
+    { netns: { type: 'string', value: 'NAME', help: 'the named network namespace (ip netns) instead of the host' } },
     z.object({
       netns: z
         .string()
-        .regex(/^[A-Za-z0-9_.-]+$/)
+        .regex(/^[A-Za-z0-9_.-]+$/, 'not a network namespace name (letters, digits, _ . -)')
         .optional(),
     }),
     'usage: flowhint cleanup [--netns NAME]',

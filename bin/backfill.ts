@@ -85,7 +85,14 @@ const USAGE =
 export async function backfillCommand(argv: string[]): Promise<number> {
   const f = parseFlags(
     argv,
-    { kubeconfig: { type: 'string' }, 'dry-run': { type: 'boolean' } },
+    {
+      kubeconfig: {
+        type: 'string',
+        value: 'FILE',
+        help: 'the API server (default: in-cluster, else KUBECONFIG or ~/.kube/config)',
+      },
+      'dry-run': { type: 'boolean', help: 'report what would be labelled, patch nothing' },
+    },
     z.object({ kubeconfig: z.string().optional(), 'dry-run': z.boolean().default(false) }),
     USAGE,
   );

@@ -206,7 +206,9 @@ const DemoFlags = z.object({ 'dry-run': z.boolean().default(false) });
 export async function demoCommand(argv: string[]): Promise<number> {
   const f = parseFlags(
     argv,
-    { 'dry-run': { type: 'boolean' } },
+    {
+      'dry-run': { type: 'boolean', help: 'print the transaction instead of programming a scratch network namespace' },
+    },
     DemoFlags,
     'usage: flowhint demo [--dry-run]\n  The whole flow locally (npm start): dev certificates, the real webhook, the examples, the agent in a scratch netns.',
   );

@@ -2,7 +2,7 @@
 import { z } from 'zod';
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseFlags } from '../lib/cli.ts';
+import { intFlag, parseFlags } from '../lib/cli.ts';
 import { FlowhintError, errorMessage } from '../lib/errors.ts';
 import { FILES, generateCerts, readCa, serviceDnsNames, writeBundle } from './generate.ts';
 
@@ -16,7 +16,7 @@ const Flags = z.object({
   ip: z.array(z.string().min(1)).default([]),
   service: z.string().optional(),
   namespace: z.string().default('flowhint-system'),
-  days: z.coerce.number().int().positive().max(3650).default(365),
+  days: intFlag(1, 3650, 365),
   'reuse-ca': z.boolean().default(false),
   force: z.boolean().default(false),
 });
@@ -25,14 +25,24 @@ export async function certsCommand(argv: string[]): Promise<number> {
   const f = parseFlags(
     argv,
     {
-      out: { type: 'string' },
-      'dns-name': { type: 'string', multiple: true },
-      ip: { type: 'string', multiple: true },
-      service: { type: 'string' },
-      namespace: { type: 'string' },
-      days: { type: 'string' },
-      'reuse-ca': { type: 'boolean' },
-      force: { type: 'boolean' },
+      out: { type: 'string', value: 'DIR', help: 'directory for ca.crt, ca.key, tls.crt and tls.key' },
+      'dns-name': {
+        type: 'string',
+        multiple: true,
+        value: 'NAME',
+        help: "a DNS name of the webhook's serving certificate",
+      },
+      ip: { type: 'string', multiple: true, value: 'ADDR', help: "an IP address of the webhook's serving certificate" },
+      service: { type: 'string', value: 'NAME', help: "the webhook's Service: its in-cluster DNS names" },
+      namespace: { type: 'string', value: 'NS', help: "the webhook Service's namespace", default: 'flowhint-system' },
+      days: {
+        type: 'string',
+        value: 'N',
+        help: 'validity of the serving certificate, in days (the CA: five times that)',
+        default: '365',
+      },
+      'reuse-ca': { type: 'boolean', help: 'sign with the CA already in --out, so the caBundle stays' },
+      force: { type: 'boolean', help: 'replace a CA already in --out' },
     },
     Flags,
     USAGE,

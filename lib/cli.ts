@@ -1,8 +1,10 @@
 /**
  * CLI flag parsing: node:util parseArgs for the syntax, zod for the values, so every flag
- * is checked at the edge and a bad one exits 2 with a message naming it.
+ * is checked at the edge and a bad one exits 2 with a message naming it. Each flag is
+ * declared once, with what it does and its default, and `--help` prints them in a "Flags:"
+ * section as kubectl (cobra) does.
  */
-import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { FlowhintError } from './errors.ts';
 
@@ -19,16 +21,44 @@ export class HelpShown extends FlowhintError {
   }
 }
 
-export function parseFlags<S extends z.ZodType>(
-  argv: string[],
-  options: NonNullable<ParseArgsConfig['options']>,
-  schema: S,
-  usage: string,
-): z.infer<S> {
+/** One flag: its syntax, the name of its value in help, what it does, and its default as written on the command line. */
+export interface Flag {
+  readonly type: 'string' | 'boolean';
+  readonly multiple?: boolean;
+  readonly value?: string;
+  readonly help: string;
+  readonly default?: string;
+}
+export type Flags = Readonly<Record<string, Flag>>;
+
+/** The "Flags:" section: every flag, its value, what it does and its default, then --help. */
+export function flagsSection(flags: Flags, command: string): string {
+  const rows = Object.entries(flags)
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([name, f]) => {
+      const left = `      --${name}${f.type === 'string' ? ` ${f.value ?? 'string'}` : ''}`;
+      const repeat = f.multiple ? ' (repeatable)' : '';
+      const def =
+        f.default === undefined
+          ? ''
+          : ` (default ${/^[0-9]+$/.test(f.default) ? f.default : JSON.stringify(f.default)})`;
+      return [left, `${f.help}${repeat}${def}`] as const;
+    });
+  rows.push(['  -h, --help', `help for ${command}`]);
+  const width = Math.max(...rows.map(([l]) => l.length)) + 3;
+  return `Flags:\n${rows.map(([l, r]) => `${l.padEnd(width)}${r}`).join('\n')}`;
+}
+
+export function parseFlags<S extends z.ZodType>(argv: string[], flags: Flags, schema: S, usage: string): z.infer<S> {
+  const command = /^usage: flowhint (\S+)/.exec(usage)?.[1] ?? 'flowhint';
   if (argv.includes('--help') || argv.includes('-h')) {
-    process.stdout.write(`${usage}\n`);
+    process.stdout.write(`${usage}\n\n${flagsSection(flags, command)}\n`);
     throw new HelpShown();
   }
+  const options = Object.fromEntries(
+    Object.entries(flags).map(([name, f]) => [name, { type: f.type, ...(f.multiple ? { multiple: true } : {}) }]),
+  );
+  const more = `\nRun 'flowhint ${command} --help' for its flags.`;
   let values: Record<string, unknown>;
   try {
     ({ values } = parseArgs({ args: argv, options, strict: true, allowPositionals: false }));
@@ -40,19 +70,41 @@ export function parseFlags<S extends z.ZodType>(
           Object.keys(options).map((o) => `--${o}`),
         )
       : undefined;
-    throw new UsageError(`${(err as Error).message}${guess ? `; did you mean ${guess}?` : ''}\n${usage}`);
+    throw new UsageError(`${(err as Error).message}${guess ? `; did you mean ${guess}?` : ''}${more}`);
   }
   const parsed = schema.safeParse(values);
   if (!parsed.success) {
-    const msg = parsed.error.issues.map((i) => `--${i.path.join('.')}: ${i.message}`).join('; ');
-    throw new UsageError(`${msg}\n${usage}`);
+    const words = (i: z.core.$ZodIssue) => {
+      const flag = `--${i.path.join('.')}`;
+      if (i.path.length === 0) return i.message;
+      return i.code === 'invalid_type' && /received undefined/.test(i.message)
+        ? `${flag} is required`
+        : `${flag}: ${i.message}`;
+    };
+    const msg = parsed.error.issues.map(words).join('; ');
+    throw new UsageError(`${msg}${more}`);
   }
   return parsed.data;
 }
 
+/** A whole number from `min` to `max` given as a flag string, refused in words. */
+export function intFlag(min: number, max: number, fallback: number) {
+  return z
+    .string()
+    .default(String(fallback))
+    .transform((v, ctx) => {
+      const n = /^[0-9]+$/.test(v.trim()) ? Number(v.trim()) : NaN;
+      if (!(n >= min && n <= max)) {
+        ctx.addIssue({ code: 'custom', message: `${JSON.stringify(v)} is not a whole number from ${min} to ${max}` });
+        return z.NEVER;
+      }
+      return n;
+    });
+}
+
 /** A decimal port 0-65535 given as a flag string. */
 export function portFlag(fallback: number) {
-  return z.coerce.number().int().min(0).max(65535).default(fallback);
+  return intFlag(0, 65535, fallback);
 }
 
 /** The closest known name within two edits, for "did you mean". */

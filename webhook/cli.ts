@@ -1,6 +1,6 @@
 /** `flowhint webhook --cert FILE --key FILE [--port 8443] [--metrics-port 8080] [--host 0.0.0.0]` */
 import { z } from 'zod';
-import { parseFlags, portFlag } from '../lib/cli.ts';
+import { intFlag, parseFlags, portFlag } from '../lib/cli.ts';
 import { createLogger } from '../lib/log.ts';
 import { startWebhook } from './server.ts';
 
@@ -13,19 +13,29 @@ const Flags = z.object({
   port: portFlag(8443),
   'metrics-port': portFlag(8080),
   host: z.string().default('0.0.0.0'),
-  'cert-poll-seconds': z.coerce.number().positive().default(10),
+  'cert-poll-seconds': intFlag(1, 3600, 10),
 });
 
 export async function webhookCommand(argv: string[]): Promise<number> {
   const f = parseFlags(
     argv,
     {
-      cert: { type: 'string' },
-      key: { type: 'string' },
-      port: { type: 'string' },
-      'metrics-port': { type: 'string' },
-      host: { type: 'string' },
-      'cert-poll-seconds': { type: 'string' },
+      cert: { type: 'string', value: 'FILE', help: 'serving certificate (PEM); reloaded when it changes' },
+      key: { type: 'string', value: 'FILE', help: 'its private key (PEM)' },
+      port: {
+        type: 'string',
+        value: 'PORT',
+        help: 'HTTPS port of /mutate, /validate, /healthz and /readyz',
+        default: '8443',
+      },
+      'metrics-port': { type: 'string', value: 'PORT', help: 'plain-HTTP port of /metrics', default: '8080' },
+      host: { type: 'string', value: 'ADDR', help: 'address both ports listen on', default: '0.0.0.0' },
+      'cert-poll-seconds': {
+        type: 'string',
+        value: 'SECONDS',
+        help: 'how often the certificate files are checked besides watching them',
+        default: '10',
+      },
     },
     Flags,
     USAGE,

@@ -16,14 +16,18 @@ const StatusFlags = z.object({
   'state-dir': z.string().default(DEFAULT_STATE_DIR),
   netns: z
     .string()
-    .regex(/^[A-Za-z0-9_.-]+$/)
+    .regex(/^[A-Za-z0-9_.-]+$/, 'not a network namespace name (letters, digits, _ . -)')
     .optional(),
 });
 
 export async function statusCommand(argv: string[]): Promise<number> {
   const f = parseFlags(
     argv,
-    { json: { type: 'boolean' }, 'state-dir': { type: 'string' }, netns: { type: 'string' } },
+    {
+      json: { type: 'boolean', help: 'print the status document as JSON' },
+      'state-dir': { type: 'string', value: 'DIR', help: "the agent's --state-dir", default: DEFAULT_STATE_DIR },
+      netns: { type: 'string', value: 'NAME', help: 'read offloaded connections in the named network namespace' },
+    },
     StatusFlags,
     'usage: flowhint status [--json] [--state-dir DIR] [--netns NAME]',
   );

@@ -3,7 +3,7 @@
  * default (for `--help`), and the zod schema that checks their values.
  */
 import { z } from 'zod';
-import { intFlag, portFlag, type Flags } from '../lib/cli.ts';
+import { intFlag, netnsName, portFlag, type Flags } from '../lib/cli.ts';
 import {
   DEFAULT_THRESHOLD,
   DEFAULT_TIMEOUT_SECONDS,
@@ -94,10 +94,7 @@ export const AgentFlags = z.object({
   'resync-seconds': intFlag(1, 86_400, 3600),
   'cleanup-on-exit': z.boolean().default(false),
   'once-timeout': intFlag(1, 3600, 300),
-  netns: z
-    .string()
-    .regex(/^[A-Za-z0-9_.-]+$/, 'not a network namespace name (letters, digits, _ . -)')
-    .optional(),
+  netns: netnsName,
 });
 
 export const AGENT_FLAGS: Flags = {

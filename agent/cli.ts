@@ -6,7 +6,7 @@
  */
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { parseFlags } from '../lib/cli.ts';
+import { netnsName, parseFlags } from '../lib/cli.ts';
 import { FlowhintError } from '../lib/errors.ts';
 import { netnsRunner } from '../lib/exec.ts';
 import { deadline as timeLimit, stopSignals } from '../lib/process.ts';
@@ -80,7 +80,10 @@ export async function agentCommand(argv: string[]): Promise<number> {
       resyncMs: f['resync-seconds'] * 1000,
     });
     made.agent = running;
-    closers.push(() => running.stop({ cleanup: false }));
+    // One stop, whichever path asks first: a failed start keeps the rules, a clean stop may clean up.
+    let stopping: Promise<void> | undefined;
+    const stop = (cleanup: boolean) => (stopping ??= running.stop({ cleanup }));
+    closers.push(() => stop(false));
     const deadline = f.once
       ? timeLimit(
           f['once-timeout'],
@@ -91,7 +94,6 @@ export async function agentCommand(argv: string[]): Promise<number> {
             ),
         )
       : undefined;
-    closers.push(async () => deadline?.cancel());
     const work = async () => {
       await running.prepare();
       if (!f.once) return undefined;
@@ -116,17 +118,15 @@ export async function agentCommand(argv: string[]): Promise<number> {
       logger.info({ signal: outcome }, 'stopping during start-up');
       return 0;
     }
-    closers.pop();
-    closers.pop();
     if (outcome) {
-      await running.stop({ cleanup: f['cleanup-on-exit'] });
+      await stop(f['cleanup-on-exit']);
       logger.info({ ok: outcome.ok, kind: outcome.kind, mode: running.statusDoc().node.mode }, 'agent --once done');
       return outcome.ok ? 0 : 1;
     }
     running.startLoops();
     const signal = await signals.signal;
     logger.info({ signal }, 'stopping watches');
-    await running.stop({ cleanup: f['cleanup-on-exit'] });
+    await stop(f['cleanup-on-exit']);
     return 0;
   } finally {
     signals.off();
@@ -139,10 +139,7 @@ export async function cleanupCommand(argv: string[]): Promise<number> {
     argv,
     { netns: { type: 'string', value: 'NAME', help: 'the named network namespace (ip netns) instead of the host' } },
     z.object({
-      netns: z
-        .string()
-        .regex(/^[A-Za-z0-9_.-]+$/, 'not a network namespace name (letters, digits, _ . -)')
-        .optional(),
+      netns: netnsName,
     }),
     'usage: flowhint cleanup [--netns NAME]',
   );

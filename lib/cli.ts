@@ -102,6 +102,12 @@ export function intFlag(min: number, max: number, fallback: number) {
     });
 }
 
+/** `--netns NAME`: an `ip netns` name, the only form in which it reaches a command line. */
+export const netnsName = z
+  .string()
+  .regex(/^[A-Za-z0-9_.-]+$/, 'not a network namespace name (letters, digits, _ . -)')
+  .optional();
+
 /** A decimal port 0-65535 given as a flag string. */
 export function portFlag(fallback: number) {
   return intFlag(0, 65535, fallback);

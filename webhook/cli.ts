@@ -2,6 +2,7 @@
 import { z } from 'zod';
 import { intFlag, parseFlags, portFlag } from '../lib/cli.ts';
 import { createLogger } from '../lib/log.ts';
+import { stopSignals } from '../lib/process.ts';
 import { startWebhook } from './server.ts';
 
 const USAGE =
@@ -50,14 +51,9 @@ export async function webhookCommand(argv: string[]): Promise<number> {
     logger,
     certPollMs: f['cert-poll-seconds'] * 1000,
   });
-  await new Promise<void>((resolve) => {
-    const stop = (signal: string) => {
-      logger.info({ signal }, 'shutting down');
-      resolve();
-    };
-    process.once('SIGTERM', stop);
-    process.once('SIGINT', stop);
-  });
+  const signals = stopSignals();
+  logger.info({ signal: await signals.signal }, 'shutting down');
+  signals.off();
   await server.close();
   return 0;
 }

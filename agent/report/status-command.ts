@@ -4,7 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { parseFlags } from '../../lib/cli.ts';
+import { netnsName, parseFlags } from '../../lib/cli.ts';
 import { netnsRunner } from '../../lib/exec.ts';
 import { parseAddress } from '../state/address.ts';
 import { buildDesired } from '../state/desired.ts';
@@ -14,10 +14,7 @@ import { DEFAULT_STATE_DIR, formatStatus, readStatus } from './status.ts';
 const StatusFlags = z.object({
   json: z.boolean().default(false),
   'state-dir': z.string().default(DEFAULT_STATE_DIR),
-  netns: z
-    .string()
-    .regex(/^[A-Za-z0-9_.-]+$/, 'not a network namespace name (letters, digits, _ . -)')
-    .optional(),
+  netns: netnsName,
 });
 
 export async function statusCommand(argv: string[]): Promise<number> {

@@ -148,13 +148,13 @@ export class FileSource implements Source {
   async start(sink: SourceSink): Promise<void> {
     this.sink = sink;
     // An unreadable directory at start-up is a failed start, not an empty set of Services.
-    await readServicesDir(this.o.dir).catch((err: unknown) => {
+    const first = await readServicesDir(this.o.dir).catch((err: unknown) => {
       throw new FlowhintError(
         'FH_SERVICES_DIR_UNREADABLE',
         `cannot read --services-dir ${this.o.dir}: ${errorMessage(err)}`,
       );
     });
-    await this.rescan();
+    this.report(first);
     sink.synced();
     this.watcher = watchDirs([this.o.dir], () => void this.rescan(), {
       pollMs: this.o.pollMs ?? 2_000,
@@ -186,6 +186,11 @@ export class FileSource implements Source {
       );
       return;
     }
+    this.report(read);
+  }
+
+  /** What changed since the last read: rejections logged once, events, then refusals. */
+  private report(read: DirectoryRead): void {
     // Rejections that name no refused Service are logged here; the sink hears (and logs) the others.
     const handedOver = (r: Rejection) =>
       r.key !== undefined && !read.services.has(r.key) && this.sink?.refused !== undefined;

@@ -5,20 +5,9 @@ import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createNetns } from '../helpers/netns.ts';
+import { agentCliFixture } from '../helpers/agent-cli.ts';
 
-const ns = createNetns();
-const dir = mkdtempSync(join(tmpdir(), 'flowhint-cli-'));
-const state = mkdtempSync(join(tmpdir(), 'flowhint-cli-state-'));
-t.teardown(() => {
-  ns.destroy();
-  rmSync(dir, { recursive: true, force: true });
-  rmSync(state, { recursive: true, force: true });
-});
-writeFileSync(
-  join(dir, 'a.yaml'),
-  `apiVersion: v1\nkind: Service\nmetadata: {name: a, namespace: demo, annotations: {flowhint.dev/traffic-hint: LongLived}}\nspec: {clusterIP: 10.96.0.10, clusterIPs: [10.96.0.10], ports: [{port: 80}]}\n`,
-);
+const { ns, dir, state } = agentCliFixture(t, 'cli');
 const cli = (...args: string[]) =>
   spawnSync(process.execPath, ['bin/flowhint.ts', ...args], { encoding: 'utf8', timeout: 60_000 });
 const agentArgs = [

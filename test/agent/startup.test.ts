@@ -6,23 +6,11 @@
 import t, { type Test } from 'tap';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createServer, type Server, type Socket } from 'node:net';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createNetns } from '../helpers/netns.ts';
+import { agentCliFixture } from '../helpers/agent-cli.ts';
 
-const ns = createNetns();
-const dir = mkdtempSync(join(tmpdir(), 'flowhint-startup-'));
-const state = mkdtempSync(join(tmpdir(), 'flowhint-startup-state-'));
-t.teardown(() => {
-  ns.destroy();
-  rmSync(dir, { recursive: true, force: true });
-  rmSync(state, { recursive: true, force: true });
-});
-writeFileSync(
-  join(dir, 'a.yaml'),
-  `apiVersion: v1\nkind: Service\nmetadata: {name: a, namespace: demo, annotations: {flowhint.dev/traffic-hint: LongLived}}\nspec: {clusterIP: 10.96.0.10, clusterIPs: [10.96.0.10], ports: [{port: 80}]}\n`,
-);
+const { ns, dir, state } = agentCliFixture(t, 'startup');
 const base = ['--state-dir', state, '--netns', ns.name, '--metrics-host', '127.0.0.1'];
 const env = (extra: Record<string, string | undefined> = {}) => {
   const e: Record<string, string | undefined> = { ...process.env, KUBERNETES_SERVICE_HOST: undefined, ...extra };

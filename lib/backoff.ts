@@ -5,6 +5,8 @@
  * failure (client-go's reflector does the same), not on the first success: a connection
  * that succeeds and then fails at once would otherwise retry at the initial delay forever.
  */
+import { realClock, type Clock } from './clock.ts';
+
 export interface BackoffOptions {
   initialMs: number;
   maxMs: number;
@@ -12,22 +14,26 @@ export interface BackoffOptions {
   resetMs?: number | undefined;
   /** ± fraction; default 0.2. */
   jitter?: number;
+  /** What `next()` reads as now; default the real clock. */
+  clock?: Clock;
 }
 
 export class Backoff {
-  private readonly o: Required<Omit<BackoffOptions, 'resetMs'>> & { resetMs: number | undefined };
+  private readonly o: Required<Omit<BackoffOptions, 'resetMs' | 'clock'>> & { resetMs: number | undefined };
+  private readonly clock: Clock;
   private delayMs: number;
   private lastFailureAt = -Infinity;
   private readonly random: () => number;
 
   constructor(o: BackoffOptions, random: () => number = Math.random) {
-    this.o = { jitter: 0.2, ...o, resetMs: o.resetMs };
+    this.o = { initialMs: o.initialMs, maxMs: o.maxMs, jitter: o.jitter ?? 0.2, resetMs: o.resetMs };
+    this.clock = o.clock ?? realClock;
     this.delayMs = o.initialMs;
     this.random = random;
   }
 
   /** A failure now: the delay before the next attempt. */
-  next(now = Date.now()): number {
+  next(now = this.clock.now()): number {
     if (this.o.resetMs !== undefined && now - this.lastFailureAt > this.o.resetMs) this.delayMs = this.o.initialMs;
     this.lastFailureAt = now;
     const j = this.o.jitter;

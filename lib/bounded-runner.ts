@@ -5,17 +5,21 @@
  * it); after a successful one, again as soon as allowed if requests came in meanwhile.
  */
 import type { Backoff } from './backoff.ts';
+import { realClock, type Clock } from './clock.ts';
 
 export interface BoundedRunnerOptions {
   minIntervalMs: number;
   backoff: Backoff;
   /** The work; resolves whether it succeeded. */
   run: () => Promise<boolean>;
+  /** Time and timers; default the real clock. Tests pass a fake one. */
+  clock?: Clock;
 }
 
 export class BoundedRunner {
   private readonly o: BoundedRunnerOptions;
-  private timer: NodeJS.Timeout | undefined;
+  private readonly clock: Clock;
+  private timer: unknown;
   private inflight: Promise<void> = Promise.resolve();
   private lastRunAt = -Infinity;
   private requested = false;
@@ -25,6 +29,7 @@ export class BoundedRunner {
 
   constructor(o: BoundedRunnerOptions) {
     this.o = o;
+    this.clock = o.clock ?? realClock;
   }
 
   /** Start running requests (those made before start included). */
@@ -52,16 +57,16 @@ export class BoundedRunner {
   /** No more runs; resolves when the one in flight (if any) has finished. */
   async stop(): Promise<void> {
     this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
+    if (this.timer !== undefined) this.clock.clearTimeout(this.timer);
     this.timer = undefined;
     await this.inflight;
   }
 
   private schedule(delayMs?: number): void {
     // During a run, a request waits for its end: the interval counts from there.
-    if (!this.active || this.stopped || this.timer || this.running) return;
-    const wait = delayMs ?? Math.max(0, this.o.minIntervalMs - (Date.now() - this.lastRunAt));
-    this.timer = setTimeout(() => {
+    if (!this.active || this.stopped || this.timer !== undefined || this.running) return;
+    const wait = delayMs ?? Math.max(0, this.o.minIntervalMs - (this.clock.now() - this.lastRunAt));
+    this.timer = this.clock.setTimeout(() => {
       this.timer = undefined;
       void this.exclusive(() => this.once());
     }, wait);
@@ -73,7 +78,7 @@ export class BoundedRunner {
     this.running = true;
     const ok = await this.o.run().catch(() => false);
     this.running = false;
-    this.lastRunAt = Date.now();
+    this.lastRunAt = this.clock.now();
     if (!ok) {
       this.requested = true;
       this.schedule(this.o.backoff.next());

@@ -1,6 +1,6 @@
 /**
- * The CEL in the manifests, evaluated with a CEL library against the same cases as api/:
- * the ValidatingAdmissionPolicy must decide as api/validation.ts does, and the webhooks'
+ * The CEL in the manifests, evaluated with a CEL library: the ValidatingAdmissionPolicy and
+ * api/validation.ts must both decide each case as docs/api.md says, and the webhooks'
  * matchConditions must send exactly the Services that carry a flowhint key. Webhook, policy
  * and match conditions cannot drift apart unnoticed.
  */
@@ -123,10 +123,38 @@ const cases: Array<[string, Obj, Obj | null]> = [
   ],
 ];
 
-t.test('the ValidatingAdmissionPolicy decides as api/ does', async (t) => {
+/**
+ * What each case must get, written from docs/api.md's rules, not from api/: both the policy
+ * and api/validation.ts are compared with it.
+ */
+const ALLOWED_TIMEOUTS = new Set(['1s', '5s', '59s', '99s', '100s', '599s', '600s', '1m', '2m', '10m']);
+const ALLOWED = new Set([
+  'canonical hint',
+  'threshold 0',
+  'threshold max',
+  'SCTP only (a warning, allowed)',
+  'unhinted',
+  'no maps',
+  'ShortLived',
+  ...[...ALLOWED_TIMEOUTS].map((d) => `ShortLived, timeout ${JSON.stringify(d)}`),
+  'UPDATE: unchanged bad timeout (ratchet)',
+  'UPDATE: hint removed',
+  'UPDATE: unchanged pre-existing bad hint (ratchet)',
+]);
+
+t.test('the ValidatingAdmissionPolicy and api/ decide each case as docs/api.md says', async (t) => {
+  const names = new Set(cases.map(([name]) => name));
+  t.same(
+    [...ALLOWED].filter((n) => !names.has(n)),
+    [],
+    'every case named as allowed is in the table',
+  );
+  t.ok(names.size > ALLOWED.size + 20, 'and most of the table is refused');
   for (const [name, object, old] of cases) {
-    const api = validateService(object, old ?? undefined).errors.length === 0;
-    t.equal(policyAllows(object, old), api, `${name}: ${api ? 'allowed' : 'rejected'}`);
+    const want = ALLOWED.has(name) ? 'allowed' : 'rejected';
+    const api = validateService(object, old ?? undefined).errors.length === 0 ? 'allowed' : 'rejected';
+    t.equal(api, want, `api/: ${name}: ${want}`);
+    t.equal(policyAllows(object, old) ? 'allowed' : 'rejected', want, `policy: ${name}: ${want}`);
   }
 });
 

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { agentCliFixture } from '../helpers/agent-cli.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 const { ns, dir, state } = agentCliFixture(t, 'cli');
 const cli = (...args: string[]) =>
@@ -43,8 +44,7 @@ t.test('a running agent: a second refuses; SIGTERM exits 0 and leaves the rules'
   const first = spawn(process.execPath, ['bin/flowhint.ts', ...agentArgs], { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   first.stdout.on('data', (c: Buffer) => (out += c.toString()));
-  for (let i = 0; i < 200 && !/"msg":"synced"/.test(out); i++) await sleep(50);
-  t.match(out, /"msg":"synced"/, 'first agent synced');
+  await eventually('the first agent synced', () => /"msg":"synced"/.test(out));
   await sleep(1_000); // its status file follows the sync within half a second
   const live = cli('status', '--state-dir', state, '--netns', ns.name);
   t.equal(live.status, 0, 'status of a running agent exits 0');
@@ -64,7 +64,7 @@ t.test('kill -9, then a restart: the table survives and the restart converges on
   const a = spawn(process.execPath, ['bin/flowhint.ts', ...agentArgs], { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   a.stdout.on('data', (c: Buffer) => (out += c.toString()));
-  for (let i = 0; i < 200 && !/"msg":"synced"/.test(out); i++) await sleep(50);
+  await eventually('the agent synced', () => /"msg":"synced"/.test(out));
   a.kill('SIGKILL');
   await new Promise((r) => a.once('exit', r));
   t.equal(ns.sh('nft', 'list', 'table', 'inet', 'flowhint'), before, 'rules as they were');
@@ -90,8 +90,7 @@ t.test('SIGTERM in the middle of a sync: the transaction completes, then exit 0'
   });
   let out = '';
   a.stdout.on('data', (c: Buffer) => (out += c.toString()));
-  for (let i = 0; i < 400 && !existsSync(join(bin, 'in-sync')); i++) await sleep(25);
-  t.ok(existsSync(join(bin, 'in-sync')), 'the agent is inside nft -f');
+  await eventually('the agent inside nft -f', () => existsSync(join(bin, 'in-sync')));
   a.kill('SIGTERM');
   const code = await new Promise((r) => a.once('exit', r));
   t.equal(code, 0);

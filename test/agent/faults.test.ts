@@ -15,6 +15,7 @@ import { FileSource } from '../../agent/sources/files.ts';
 import { silentLogger } from '../../lib/log.ts';
 import { createNetns } from '../helpers/netns.ts';
 import { expectOffloads, offloads, viewText } from '../helpers/table-view.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 const yaml = (i: number) => `apiVersion: v1
 kind: Service
@@ -69,11 +70,9 @@ t.test('nft fails 1 call in 3: the agent backs off, recovers, and converges', as
       false,
     ),
   );
-  let have = '';
-  for (let i = 0; i < 200 && have !== want; i++) {
-    await sleep(50);
-    have = agent.lastSync?.ok === true ? viewText(offloads(await nft.read())) : '';
-  }
+  const table = async () => (agent.lastSync?.ok === true ? viewText(offloads(await nft.read())) : '');
+  await eventually('a successful sync to the table asked for', async () => (await table()) === want).catch(() => false);
+  const have = await table();
   await agent.stop();
   t.equal(have, want, 'the table does what all 20 Services ask for');
   const failures = await metrics.registry.getSingleMetricAsString('flowhint_agent_sync_failures_total');

@@ -7,6 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { FakeNft } from '../helpers/fake-nft.ts';
 import { expectOffloads, offloads, viewText } from '../helpers/table-view.ts';
 import { A, B, TestSource, expected, isFull, makeAgent, metric, service, type Svc } from '../helpers/loop-agent.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 t.test('drift is content: a re-pointed element or a changed port is seen, counted, logged and repaired', async (t) => {
   const nft = new FakeNft();
@@ -93,18 +94,14 @@ t.test('host polling: devices that come and go are changed in place by the sync 
   const { agent, lines } = makeAgent(nft, source, { devicePollMs: 10 });
   await agent.prepare();
   agent.startLoops();
-  const until = async (what: string, ok: () => boolean) => {
-    for (let i = 0; i < 400 && !ok(); i++) await sleep(5);
-    t.ok(ok(), what);
-  };
   const devices = () => [...(nft.table?.flowtables.get('fastpath')?.devices ?? [])].sort().join(',');
-  await until('first sync', () => devices() === 'eth0');
+  await eventually('first sync', () => devices() === 'eth0');
   const handle = nft.table?.flowtables.get('fastpath')?.handle;
   nft.devices.add('eth1');
-  await until('a new device is added', () => devices() === 'eth0,eth1');
+  await eventually('a new device is added', () => devices() === 'eth0,eth1');
   t.equal(agent.lastSync?.kind, 'devices', 'by a devices sync');
   nft.removeDevice('eth0');
-  await until('a gone device is forgotten', () => agent.statusDoc().devices.join(',') === 'eth1');
+  await eventually('a gone device is forgotten', () => agent.statusDoc().devices.join(',') === 'eth1');
   t.equal(devices(), 'eth1');
   t.equal(nft.table?.flowtables.get('fastpath')?.handle, handle, 'never recreated');
   t.same(offloads(nft.table), expected([A]), 'the Services stay programmed');
@@ -114,7 +111,7 @@ t.test('host polling: devices that come and go are changed in place by the sync 
   const from = nft.transactions.length;
   nft.devices.add('eth2');
   source.upsert(service(B));
-  await until(
+  await eventually(
     'both applied',
     () => devices() === 'eth1,eth2' && viewText(offloads(nft.table)) === viewText(expected([A, B])),
   );
@@ -150,7 +147,7 @@ t.test('flowtable support that appears while the agent runs upgrades the ruleset
   const { agent, lines } = makeAgent(nft, new TestSource([service(A)]), { reprobeMs: 10 });
   await agent.prepare();
   agent.startLoops();
-  for (let i = 0; i < 200 && agent.lastSync?.ok !== true; i++) await sleep(5);
+  await eventually('a first sync', () => agent.lastSync?.ok === true);
   t.same(
     offloads(nft.table),
     expectOffloads([{ addrs: [A.addr], ports: A.ports }], false),
@@ -159,7 +156,7 @@ t.test('flowtable support that appears while the agent runs upgrades the ruleset
   t.equal(nft.table?.flowtables.size, 0);
   t.equal(lines.filter((l) => /^degraded: kernel has no flowtable support/.test(String(l.msg))).length, 1, 'said once');
   nft.flowtableSupported = true;
-  for (let i = 0; i < 200 && viewText(offloads(nft.table)) !== viewText(expected([A])); i++) await sleep(5);
+  await eventually('the upgrade', () => viewText(offloads(nft.table)) === viewText(expected([A])));
   t.same(offloads(nft.table), expected([A]), 'upgraded: flow add, and the flowtable');
   t.same([...(nft.table?.flowtables.get('fastpath')?.devices ?? [])], ['eth0']);
   t.equal(agent.statusDoc().node.mode, 'supported');

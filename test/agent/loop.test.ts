@@ -5,7 +5,6 @@
  * test/agent/netns.test.ts and the VM suite run the same agent against real nft.
  */
 import t from 'tap';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { TableModel } from '../../agent/nft/table-model.ts';
 import { FakeNft } from '../helpers/fake-nft.ts';
 import { offloads, viewText } from '../helpers/table-view.ts';
@@ -22,6 +21,7 @@ import {
   type Svc,
 } from '../helpers/loop-agent.ts';
 import { svc } from '../helpers/agent.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 t.test('first sync is full and programs what the Services ask for', async (t) => {
   const nft = new FakeNft();
@@ -205,15 +205,11 @@ t.test('the loop: a burst is batched, failures back off and retry as full syncs'
   const { agent, metrics } = makeAgent(nft, source);
   await agent.prepare();
   agent.startLoops();
-  const until = async (what: string, ok: () => boolean) => {
-    for (let i = 0; i < 400 && !ok(); i++) await sleep(5);
-    t.ok(ok(), what);
-  };
-  await until('first full sync', () => agent.lastSync?.ok === true);
+  await eventually('first full sync', () => agent.lastSync?.ok === true);
   nft.failNext(3);
   const from = nft.transactions.length;
   source.upsert(service(B));
-  await until(
+  await eventually(
     'converged after three failures',
     () => agent.lastSync?.ok === true && nft.transactions.length - from === 4,
   );
@@ -230,7 +226,7 @@ t.test('the loop: a burst is batched, failures back off and retry as full syncs'
   const burst = nft.transactions.length;
   for (const s of [C, { ...A, ports: [{ port: 81 }] }]) source.upsert(service(s));
   source.remove('b');
-  await until(
+  await eventually(
     'the burst is programmed',
     () => viewText(offloads(nft.table)) === viewText(expected([{ ...A, ports: [{ port: 81 }] }, C])),
   );

@@ -10,6 +10,7 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { apiService, startKubeAgent, type Expected } from '../helpers/kube-agent.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 t.test('recovery after each fault: the table converges on the change made during it', async (t) => {
   t.setTimeout(240_000);
@@ -38,9 +39,7 @@ t.test('recovery after each fault: the table converges on the change made during
   await k.agent.prepare();
   k.agent.startLoops();
   await k.timeToConverge(want, 30_000);
-  const watchOpen = async () => {
-    for (let i = 0; i < 400 && k.api.openWatches === 0; i++) await new Promise((r) => setTimeout(r, 50));
-  };
+  const watchOpen = () => eventually('a watch open', () => k.api.openWatches > 0, { timeoutMs: 20_000 });
 
   const figures: Array<[string, number]> = [];
   const measure = async (fault: string, inject: () => void, deadlineMs: number) => {

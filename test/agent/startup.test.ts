@@ -9,6 +9,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { agentCliFixture } from '../helpers/agent-cli.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 const { ns, dir, state } = agentCliFixture(t, 'startup');
 const base = ['--state-dir', state, '--netns', ns.name, '--metrics-host', '127.0.0.1'];
@@ -59,7 +60,7 @@ async function termAfter(args: string[], ready: RegExp): Promise<{ code: number 
   child.stdout?.on('data', onData);
   child.stderr?.on('data', onData);
   const exited = new Promise<number | null>((r) => child.once('exit', r));
-  for (let i = 0; i < 600 && !ready.test(out); i++) await new Promise((r) => setTimeout(r, 50));
+  await eventually(`output matching ${String(ready)}`, () => ready.test(out), { timeoutMs: 30_000 });
   const sent = Date.now();
   child.kill('SIGTERM');
   const killer = setTimeout(() => child.kill('SIGKILL'), 15_000);

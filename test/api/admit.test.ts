@@ -1,5 +1,6 @@
 /** admit: default, then validate, then explain; what the file source and backfill use. */
 import t from 'tap';
+import fjp from 'fast-json-patch';
 import { admit } from '../../api/index.ts';
 
 const service = (annotations: Record<string, string>, labels: Record<string, string> = {}) => ({
@@ -19,11 +20,33 @@ t.test('a hinted Service is defaulted (canonical value, mirror label) with the p
       futureField: { kept: true },
     },
   });
-  t.ok(r.patch.length > 0);
-  t.ok(
-    r.patch.every((op) => op.path.startsWith('/metadata/')),
-    'the patch touches only the owned maps',
+  t.same(
+    r.patch,
+    [
+      { op: 'add', path: '/metadata/labels/flowhint.dev~1traffic-hint', value: 'LongLived' },
+      { op: 'replace', path: '/metadata/annotations/flowhint.dev~1traffic-hint', value: 'LongLived' },
+    ],
+    'the patch: the canonical value and the mirror label, nothing else',
   );
+  const input = service({ 'flowhint.dev/traffic-hint': 'longlived' });
+  t.same(
+    fjp.applyPatch(input, r.patch, true, false).newDocument,
+    r.object,
+    'the patch turns the input into the object',
+  );
+  const unlabelled = service({ 'flowhint.dev/traffic-hint': 'LongLived' });
+  delete (unlabelled.metadata as { labels?: unknown }).labels;
+  const l = admit(unlabelled);
+  if (!l.ok) return t.fail(l.reason);
+  t.same(
+    l.patch,
+    [{ op: 'add', path: '/metadata/labels', value: { 'flowhint.dev/traffic-hint': 'LongLived' } }],
+    'no labels at all: the map is added',
+  );
+  const done = admit(
+    service({ 'flowhint.dev/traffic-hint': 'LongLived' }, { 'flowhint.dev/traffic-hint': 'LongLived' }),
+  );
+  t.same(done.ok && done.patch, [], 'canonical already: no patch');
 });
 
 t.test('an invalid one is refused with the first code and every field explained', async (t) => {
@@ -48,4 +71,14 @@ t.test('an unreadable object is refused, not thrown', async (t) => {
 t.test('an unhinted Service passes unchanged', async (t) => {
   const r = admit(service({}));
   t.match(r, { ok: true, patch: [] });
+});
+
+t.test('admit: the warnings of defaulting and of validation, in that order', async (t) => {
+  const s = service({ 'flowhint.dev/traffic-hint': 'longlived' });
+  s.spec.ports = [{ port: 80 }, { port: 9, protocol: 'SCTP' } as { port: number }];
+  const r = admit(s);
+  t.same(r.ok && r.warnings, [
+    'flowhint.dev/traffic-hint: "longlived" defaulted to "LongLived"',
+    'flowhint: SCTP port(s) 9 are not offloaded; flowtables handle only TCP and UDP',
+  ]);
 });

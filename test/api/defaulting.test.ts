@@ -1,6 +1,12 @@
 import t from 'tap';
 import fjp from 'fast-json-patch';
-import { applyDefaults, canonicalThreshold, validateService } from '../../api/index.ts';
+import {
+  applyDefaults,
+  canonicalThreshold,
+  canonicalTimeout,
+  timeoutSeconds,
+  validateService,
+} from '../../api/index.ts';
 import { HINT, THRESHOLD, TIMEOUT, completeService, placeholderService } from '../helpers/services.ts';
 
 const base = { 'example.com/owner': 'team-a' };
@@ -209,4 +215,44 @@ t.test('canonicalThreshold', async (t) => {
   t.equal(canonicalThreshold('0000'), '0');
   t.equal(canonicalThreshold('-5'), '-5');
   t.equal(canonicalThreshold('1e3'), '1e3');
+});
+
+t.test('canonical forms: whole values only, leading zeros and spacing dropped, the unit lower-cased', async (t) => {
+  const thresholds: Array<[string, string]> = [
+    [' 0042 ', '42'],
+    ['a42', 'a42'],
+    ['42a', '42a'],
+  ];
+  for (const [given, want] of thresholds) t.equal(canonicalThreshold(given), want, JSON.stringify(given));
+  const timeouts: Array<[string, string]> = [
+    [' 05S ', '5s'],
+    ['5 s', '5s'],
+    ['0005m', '5m'],
+    ['120s', '120s'],
+    ['x5s', 'x5s'],
+    ['5sx', '5sx'],
+    ['5xs', '5xs'],
+    ['1 2s', '1 2s'],
+  ];
+  for (const [given, want] of timeouts) t.equal(canonicalTimeout(given), want, JSON.stringify(given));
+  const seconds: Array<[string, number | undefined]> = [
+    ['1s', 1],
+    ['600s', 600],
+    ['601s', undefined],
+    ['10m', 600],
+    ['11m', undefined],
+    ['1h', undefined],
+    ['0s', undefined],
+    ['5sx', undefined],
+    ['x5s', undefined],
+  ];
+  for (const [given, want] of seconds) t.equal(timeoutSeconds(given), want, JSON.stringify(given));
+});
+
+t.test('an object without readable metadata is skipped, saying where', async (t) => {
+  t.match(applyDefaults(null), { kind: 'skipped', reason: /^metadata is not defaultable at <root>: / });
+  t.match(applyDefaults({ metadata: { annotations: { [HINT]: 5 } } }), {
+    kind: 'skipped',
+    reason: /^metadata is not defaultable at metadata\.annotations\.flowhint\.dev\/traffic-hint: /,
+  });
 });

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { HINT_VALUES, validateService } from '../../api/index.ts';
+import { HINT_VALUES, explainErrors, validateService } from '../../api/index.ts';
 import { HINT, THRESHOLD, TIMEOUT, completeService, hinted } from '../helpers/services.ts';
 
 t.test('valid hinted and unhinted Services', async (t) => {
@@ -270,4 +270,76 @@ t.test('UPDATE ratchets conntrack-timeout as it does the other keys', async (t) 
 
 t.test('the value set is the extensible enum', async (t) => {
   t.same([...HINT_VALUES], ['LongLived', 'ShortLived']);
+});
+
+t.test('warnings: SCTP ports (the first five named), no TCP or UDP port at all', async (t) => {
+  const sctp = hinted();
+  sctp.spec.ports = [1, 2, 3, 4, 5, 6, 7].map((port) => ({ port, protocol: 'SCTP' }));
+  t.same(validateService(sctp), {
+    errors: [],
+    warnings: [
+      'flowhint: SCTP port(s) 1,2,3,4,5 are not offloaded; flowtables handle only TCP and UDP',
+      'flowhint: the Service has no TCP or UDP port, so nothing of it will be offloaded',
+    ],
+  });
+  const mixed = hinted();
+  mixed.spec.ports = [{ port: 9, protocol: 'SCTP' }, { port: 80 }];
+  t.same(validateService(mixed).warnings, [
+    'flowhint: SCTP port(s) 9 are not offloaded; flowtables handle only TCP and UDP',
+  ]);
+  const headless = hinted();
+  headless.spec.clusterIP = 'None';
+  headless.spec.clusterIPs = ['None'];
+  headless.spec.ports = [];
+  const r = validateService(headless);
+  t.same(
+    r.errors.map((e) => e.code),
+    ['FH_NO_VIRTUAL_IP'],
+  );
+  t.same(r.warnings, [], 'refused: no warning about ports on top');
+});
+
+t.test('a parameter without the hint is judged alone, not the Service it sits on', async (t) => {
+  const s = completeService({ annotations: { [THRESHOLD]: '10' } });
+  s.spec.clusterIP = 'None';
+  s.spec.clusterIPs = ['None'];
+  t.same(
+    validateService(s).errors.map((e) => e.code),
+    ['FH_THRESHOLD_WITHOUT_HINT'],
+  );
+});
+
+t.test('ratcheting keeps the warnings of the update and needs every owned key unchanged', async (t) => {
+  const stored = hinted('LongLived', { [THRESHOLD]: 'many' });
+  stored.spec.ports = [{ port: 80 }, { port: 9, protocol: 'SCTP' }];
+  const updated = structuredClone(stored);
+  updated.spec.selector = { app: 'web-v2' };
+  t.same(validateService(updated, stored), {
+    errors: [],
+    warnings: [
+      'flowhint: SCTP port(s) 9 are not offloaded; flowtables handle only TCP and UDP',
+      'flowhint: existing invalid hint kept and not offloaded (FH_THRESHOLD_INVALID); fix it',
+    ],
+  });
+  const badLabel = hinted('LongLived', {}, 'Other');
+  const relabelled = hinted('LongLived', {}, 'Another');
+  t.same(
+    validateService(relabelled, badLabel).errors.map((e) => e.code),
+    ['FH_LABEL_MISMATCH'],
+    'a changed (still wrong) label is not ratcheted',
+  );
+  const same = structuredClone(badLabel);
+  same.spec.selector = { app: 'web-v2' };
+  t.same(validateService(same, badLabel).errors, [], 'the same wrong label is');
+});
+
+t.test('explainErrors and an unreadable object', async (t) => {
+  t.equal(
+    explainErrors([
+      { field: 'a', type: 'FieldValueInvalid', code: 'FH_THRESHOLD_INVALID', message: 'one' },
+      { field: 'b', type: 'FieldValueInvalid', code: 'FH_TIMEOUT_INVALID', message: 'two' },
+    ]),
+    'a: one; b: two',
+  );
+  t.same(validateService(null).warnings, [], 'unreadable: an error, no warnings');
 });

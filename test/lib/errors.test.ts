@@ -48,3 +48,10 @@ t.test('exit status comes from the catalogue', async (t) => {
   t.equal(new FlowhintError('FH_HELP', 'x').exitCode, 0);
   t.equal(new FlowhintError('FH_NFT_FAILED', 'x').exitCode, 1);
 });
+
+t.test('a catalogue error is named FlowhintError and carries its code', async (t) => {
+  const e = new FlowhintError('FH_USAGE', 'x');
+  t.equal(e.name, 'FlowhintError');
+  t.equal(e.code, 'FH_USAGE');
+  t.ok(e instanceof Error);
+});

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { spawn } from 'node:child_process';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { acquireInstanceLock } from '../../lib/instance-lock.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 const name = `flowhint-test-${process.pid}`;
 
@@ -28,11 +28,8 @@ t.test('kill -9 of the holder frees the lock: no stale lock to clean up', async 
   await t.rejects(acquireInstanceLock(lockName), { code: 'FH_AGENT_RUNNING' }, 'held by the child');
   child.kill('SIGKILL');
   await new Promise((r) => child.once('exit', r));
-  let lock;
-  for (let i = 0; i < 50 && !lock; i++) {
-    lock = await acquireInstanceLock(lockName).catch(() => undefined);
-    if (!lock) await sleep(20);
-  }
-  t.ok(lock, 'acquired after the holder was killed');
-  await lock?.release();
+  const lock = await eventually('the lock, once its holder was killed', () =>
+    acquireInstanceLock(lockName).catch(() => undefined),
+  );
+  await lock.release();
 });

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { mutate, parseReview, sanitizeWarning, validate } from '../../webhook/review.ts';
 import { decodePatch, review } from '../helpers/admission.ts';
-import { HINT, completeService, hinted } from '../helpers/services.ts';
+import { HINT, THRESHOLD, completeService, hinted } from '../helpers/services.ts';
 
 t.test('parseReview rejects what is not a v1 AdmissionReview with a uid', async (t) => {
   const good = review({ object: hinted() });
@@ -129,9 +129,52 @@ t.test('validate: UPDATE uses oldObject; dryRun is handled like any request', as
     false,
     'label kept without annotation',
   );
-  const a = validate(parseReview(review({ object: hinted('Bogus'), dryRun: true })));
-  const b = validate(parseReview(review({ object: hinted('Bogus'), dryRun: false })));
-  t.same(a.review, b.review);
+  const dry = validate(parseReview(review({ object: hinted('Bogus'), dryRun: true }))).review.response;
+  t.match(dry, {
+    uid: '705ab4f5-6393-11e8-b7cc-42010a800002',
+    allowed: false,
+    status: { code: 422, reason: 'Invalid' },
+  });
+  t.equal(dry.status?.details.causes[0]?.field, 'metadata.annotations[flowhint.dev/traffic-hint]', 'dryRun: denied');
+  const dryMutate = mutate(
+    parseReview(review({ object: completeService({ annotations: { [HINT]: 'longlived' } }), dryRun: true })),
+  ).review.response;
+  t.same(
+    decodePatch(dryMutate),
+    [
+      { op: 'add', path: '/metadata/labels/flowhint.dev~1traffic-hint', value: 'LongLived' },
+      { op: 'replace', path: '/metadata/annotations/flowhint.dev~1traffic-hint', value: 'LongLived' },
+    ],
+    'dryRun: patched',
+  );
+});
+
+t.test('validate: UPDATE ratchets against oldObject; CREATE and a changed hint do not', async (t) => {
+  // A Service stored before flowhint was installed, with a threshold that is not a number.
+  const stored = () => hinted('LongLived', { 'flowhint.dev/offload-after-packets': 'many' });
+  const relabelled = stored();
+  relabelled.metadata.labels = { ...relabelled.metadata.labels, app: 'shop' };
+  const update = validate(parseReview(review({ operation: 'UPDATE', object: relabelled, oldObject: stored() })));
+  t.equal(update.review.response.allowed, true, 'an unrelated update of the stored object is allowed');
+  t.same(update.review.response.warnings, [
+    'flowhint: existing invalid hint kept and not offloaded (FH_THRESHOLD_INVALID); fix it',
+  ]);
+  t.equal(update.outcome, 'warned');
+  const create = validate(parseReview(review({ operation: 'CREATE', object: relabelled, oldObject: stored() })));
+  t.equal(create.review.response.allowed, false, 'CREATE ignores an oldObject');
+  const worse = stored();
+  worse.metadata.annotations['flowhint.dev/offload-after-packets'] = 'lots';
+  t.equal(
+    validate(parseReview(review({ operation: 'UPDATE', object: worse, oldObject: stored() }))).review.response.allowed,
+    false,
+    'a changed invalid value is not ratcheted',
+  );
+  const fromValid = validate(
+    parseReview(review({ operation: 'UPDATE', object: relabelled, oldObject: hinted('LongLived') })),
+  );
+  t.equal(fromValid.review.response.allowed, false, 'an error the stored object did not have is not ratcheted');
+  const noOld = validate(parseReview(review({ operation: 'UPDATE', object: relabelled, oldObject: null })));
+  t.equal(noOld.review.response.allowed, false, 'an UPDATE without oldObject is validated alone');
 });
 
 t.test('warnings are printable and at most 120 characters', async (t) => {
@@ -143,4 +186,47 @@ t.test('warnings are printable and at most 120 characters', async (t) => {
   const w = validate(parseReview(review({ object: svc }))).review.response.warnings ?? [];
   t.equal(w.length, 2);
   for (const x of w) t.ok(x.length <= 120);
+});
+
+t.test('parseReview says where the body is wrong and what to set', async (t) => {
+  t.throws(() => parseReview(null), {
+    message:
+      'expected an admission.k8s.io/v1 AdmissionReview with request.uid: body: Invalid input: expected object, received null; set admissionReviewVersions: [v1] in the webhook configuration',
+  });
+  const good = review({ object: hinted() });
+  t.throws(() => parseReview({ ...good, request: { ...good.request, uid: '' } }), {
+    message: /^expected an admission\.k8s\.io\/v1 AdmissionReview with request\.uid: request\.uid: /,
+  });
+  t.throws(() => parseReview({ ...good, request: { ...good.request, kind: { group: '', version: 'v1' } } }), {
+    message: /request\.kind\.kind/,
+  });
+});
+
+t.test('sanitizeWarning: 120 characters kept whole, 121 cut to 119 and an ellipsis', async (t) => {
+  t.equal(sanitizeWarning('x'.repeat(120)), 'x'.repeat(120));
+  t.equal(sanitizeWarning('x'.repeat(121)), `${'x'.repeat(119)}…`);
+});
+
+t.test('only core v1 Services are judged; the Service is named from the request or the object', async (t) => {
+  const bad = () => completeService({ annotations: { [HINT]: 'x' } });
+  for (const kind of [
+    { group: 'example.com', version: 'v1', kind: 'Service' },
+    { group: '', version: 'v2', kind: 'Service' },
+    { group: '', version: 'v1', kind: 'Services' },
+  ]) {
+    const d = validate(parseReview(review({ kind, object: bad() })));
+    t.equal(d.outcome, 'skipped', `${kind.group}/${kind.version} ${kind.kind}`);
+  }
+  const unnamed = review({ object: bad() });
+  unnamed.request.name = '';
+  t.equal(validate(parseReview(unnamed)).service, 'shop/web', 'an empty request name: from metadata.name');
+  const d = validate(parseReview(review({ object: hinted('Turbo', { [THRESHOLD]: 'x' }, null) })));
+  t.same(
+    [d.outcome, d.note, d.codes],
+    ['rejected', 'FH_HINT_UNSUPPORTED,FH_THRESHOLD_INVALID', ['FH_HINT_UNSUPPORTED', 'FH_THRESHOLD_INVALID']],
+  );
+  const sctp = hinted();
+  sctp.spec.ports = [{ port: 80 }, { port: 9, protocol: 'SCTP' }];
+  t.equal(validate(parseReview(review({ object: sctp }))).outcome, 'warned');
+  t.equal(validate(parseReview(review({ object: hinted() }))).outcome, 'allowed');
 });

@@ -14,6 +14,7 @@ import { silentLogger } from '../../lib/log.ts';
 import { post, review } from '../helpers/admission.ts';
 import { hinted } from '../helpers/services.ts';
 import autocannon from 'autocannon';
+import { eventually } from '../helpers/eventually.ts';
 
 const root = await mkdtemp(join(tmpdir(), 'flowhint-rotate-'));
 t.teardown(() => rm(root, { recursive: true, force: true }));
@@ -71,9 +72,7 @@ t.test('rotations under load: new handshakes see the new certificate, no request
   for (let i = 0; i < rotations; i++) {
     const next = await generateCerts({ dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'], ca });
     expected = await publish(next);
-    const deadline = Date.now() + 5_000;
-    while (!seen.has(expected) && Date.now() < deadline) await sleep(20);
-    t.ok(seen.has(expected), `rotation ${i + 1}: new handshakes present the new certificate`);
+    await eventually(`rotation ${i + 1}: new handshakes present the new certificate`, () => seen.has(expected));
   }
   stop = true;
   await Promise.all(workers);
@@ -115,8 +114,7 @@ t.test('10 rotations during a steady autocannon run: 0 failed requests', async (
   for (let i = 0; i < 10; i++) {
     await sleep(600);
     expected = await publish(await generateCerts({ dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'], ca }));
-    const deadline = Date.now() + 3000;
-    while ((await reloads()) < before + i + 1 && Date.now() < deadline) await sleep(20);
+    await eventually(`reload ${i + 1}`, async () => (await reloads()) >= before + i + 1);
   }
   const result = await run;
   t.equal(await reloads(), before + 10, '10 reloads');

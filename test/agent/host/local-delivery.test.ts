@@ -1,7 +1,13 @@
 import t from 'tap';
 import { parseAddress } from '../../../agent/state/address.ts';
 import { buildDesired } from '../../../agent/state/desired.ts';
-import { localDelivery, parseIpvs, parseLocalAddresses } from '../../../agent/host/local-delivery.ts';
+import {
+  BYPASS_DETAIL,
+  bypassText,
+  localDelivery,
+  parseIpvs,
+  parseLocalAddresses,
+} from '../../../agent/host/local-delivery.ts';
 import { entry } from '../../helpers/agent.ts';
 
 // /proc/net/ip_vs as Debian's 6.1 kernel printed it in the VM (test/kernel, IPVS scenario),
@@ -72,4 +78,61 @@ t.test('localDelivery: IPVS ports, local addresses, NodePorts only when IPVS ser
     0,
     'a NodePort on a node address is forwarded after DNAT: not reported',
   );
+});
+
+t.test('parseIpvs: only whole fields; IPv6 only in brackets', async (t) => {
+  t.same(
+    [...parseIpvs('TCP  0A60020A0:0050 rr\nTCP  A60020A:0050 rr\n  TCP  0A60020A:0050 rr\nXTCP  0A60020A:0050 rr\n')],
+    [],
+    'nine or seven hex digits, indented, or a longer protocol word',
+  );
+  t.same(
+    [
+      ...parseIpvs(
+        'TCP  fd00:0096:0000:0000:0000:0000:0000:0010]:01BB rr\nTCP  [fd00:0096:0000:0000:0000:0000:0000:0010:01BB rr\n',
+      ),
+    ],
+    [],
+    'a bracket missing',
+  );
+  t.same([...parseIpvs('UDP  [::ffff:10.0.0.1]:0035 rr\n')], ['udp|ip6 ::ffff:a00:1|53']);
+});
+
+t.test('localDelivery: IPVS alone, local addresses alone; ShortLived never reported', async (t) => {
+  const state = buildDesired(
+    [
+      entry({ name: 'a', clusterIPs: ['10.96.2.10'], ports: [{ port: 80 }] }),
+      entry({ name: 'dns', hint: 'ShortLived', clusterIPs: ['10.96.2.11'], ports: [{ port: 53, protocol: 'UDP' }] }),
+    ],
+    [],
+  );
+  t.same(Object.fromEntries(localDelivery(state, { ipvs: new Set(['tcp|ip 10.96.2.10|80']), local: new Set() })), {
+    'default/a': [{ address: '10.96.2.10', proto: 'tcp', port: 80, reason: 'ipvs' }],
+  });
+  t.same(Object.fromEntries(localDelivery(state, { ipvs: new Set(), local: new Set(['ip 10.96.2.10']) })), {
+    'default/a': [{ address: '10.96.2.10', proto: 'tcp', port: 80, reason: 'local-address' }],
+  });
+  t.same(
+    localDelivery(state, { ipvs: new Set(['udp|ip 10.96.2.11|53']), local: new Set(['ip 10.96.2.11']) }).size,
+    0,
+    'a ShortLived Service is never offloaded, so never reported',
+  );
+});
+
+t.test('what each reason tells the operator', async (t) => {
+  t.equal(
+    bypassText({ address: 'fd00::1', proto: 'udp', port: 53, reason: 'ipvs' }),
+    '[fd00::1] udp/53',
+    'IPv6 in brackets',
+  );
+  t.equal(bypassText({ address: '10.0.0.1', proto: 'tcp', port: 80, reason: 'local-address' }), '10.0.0.1 tcp/80');
+  t.match(BYPASS_DETAIL.ipvs, /^an IPVS virtual service \(kube-proxy IPVS mode\) delivers it on this node/);
+  t.match(
+    BYPASS_DETAIL['local-address'],
+    /^the address is local to this node, so its traffic is delivered, not forwarded/,
+  );
+});
+
+t.test('parseLocalAddresses: no output is no address', async (t) => {
+  t.same([...parseLocalAddresses('')], []);
 });

@@ -1,7 +1,7 @@
 import t from 'tap';
-import { buildDesired, withServices } from '../../../agent/state/desired.ts';
+import { buildDesired, withServices, type ServiceEntry } from '../../../agent/state/desired.ts';
 import { diff } from '../../../agent/state/delta.ts';
-import { renderDelta, renderFull } from '../../../agent/nft/render.ts';
+import { fullTransaction, renderDelta, renderFull } from '../../../agent/nft/render.ts';
 import { deviceOps } from '../../../agent/nft/flowtable.ts';
 import type { RenderOptions } from '../../../agent/nft/names.ts';
 import type { TableModel } from '../../../agent/nft/table-model.ts';
@@ -212,4 +212,71 @@ t.test('incremental: one changed Service is a few elements and at most a chain',
     'the unused chain goes last',
   );
   t.equal(renderDelta(diff(minus, minus, [added.key]), on), '', 'no change, no transaction');
+});
+
+t.test('render refuses values that cannot come from validated inputs (a last line of defence)', async (t) => {
+  const o = { flowtable: true, devices: ['eth0'], counter: true };
+  const hand = (e: Partial<ServiceEntry>): ServiceEntry => ({
+    key: 'x/y',
+    hint: 'LongLived',
+    threshold: 20,
+    vips: [{ family: 'ip', addr: '10.96.0.1' }],
+    ports: [{ proto: 'tcp', port: 80 }],
+    nodePorts: [],
+    ...e,
+  });
+  t.throws(() => fullTransaction(buildDesired([hand({})], []), { ...o, ctMark: 3 }), {
+    message: 'refusing to render conntrack mark 3: not a single bit',
+  });
+  t.throws(() => fullTransaction(buildDesired([hand({ vips: [{ family: 'ip', addr: 'x10.96.0.1' }] })], []), o), {
+    message: 'refusing to render address "x10.96.0.1"',
+  });
+  t.throws(() => fullTransaction(buildDesired([hand({ threshold: 1_000_001 })], []), o), {
+    message: 'refusing to render 1000001: outside 0..1000000',
+  });
+  t.throws(() => fullTransaction(buildDesired([hand({ threshold: -1 })], []), o), { message: /outside 0\.\.1000000/ });
+  t.throws(() => fullTransaction(buildDesired([hand({ threshold: 2.5 })], []), o), { message: /outside 0\.\.1000000/ });
+  t.throws(() => fullTransaction(buildDesired([hand({ ports: [{ proto: 'tcp', port: 65536 }] })], []), o), {
+    message: 'refusing to render 65536: outside 1..65535',
+  });
+  t.doesNotThrow(() => fullTransaction(buildDesired([hand({ threshold: 1_000_000 })], []), o));
+});
+
+t.test('without ct timeout support: no timeout objects, and those left from before are deleted', async (t) => {
+  const o = { flowtable: true, devices: ['eth0'], counter: true };
+  const dns = entry({
+    name: 'dns',
+    hint: 'ShortLived',
+    clusterIPs: ['10.96.0.53'],
+    ports: [{ port: 53, protocol: 'UDP' }],
+  });
+  const state = buildDesired([dns], []);
+  const supported = fullTransaction(state, { ...o, ctTimeout: true });
+  const timeouts = supported.filter((op) => op.obj.type === 'ct timeout' && op.verb === 'add');
+  t.equal(timeouts.length, 1, 'supported: one timeout object');
+  const degraded = fullTransaction(state, { ...o, ctTimeout: false });
+  t.same(
+    degraded.filter((op) => op.obj.type === 'ct timeout'),
+    [],
+    'degraded: none',
+  );
+  const name = timeouts[0]?.obj.type === 'ct timeout' ? timeouts[0].obj.name : '';
+  const current = {
+    flowtables: new Map(),
+    chains: new Map(),
+    maps: new Map(),
+    sets: new Map(),
+    ctTimeouts: new Map([
+      [name, { protocol: 'udp' as const, l3proto: 'ip' as const, policy: { unreplied: 5, replied: 5 } }],
+    ]),
+    counters: new Set<string>(),
+    nextHandle: 1,
+  };
+  t.same(
+    fullTransaction(state, { ...o, ctTimeout: false }, current)
+      .filter((op) => op.obj.type === 'ct timeout')
+      .map((op) => `${op.verb} ${op.obj.type === 'ct timeout' ? op.obj.name : ''}`),
+    [`delete ${name}`],
+    'a timeout object left from before support went away is deleted',
+  );
 });

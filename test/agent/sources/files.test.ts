@@ -2,9 +2,9 @@ import t from 'tap';
 import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { FileSource, parseManifests } from '../../../agent/sources/files.ts';
 import { silentLogger } from '../../../lib/log.ts';
+import { eventually } from '../../helpers/eventually.ts';
 
 const doc = (name: string, hint = 'LongLived', ip = '10.96.0.10') => `apiVersion: v1
 kind: Service
@@ -85,22 +85,15 @@ t.test('add, change and remove manifests while the source runs', async (t) => {
   t.teardown(() => source.stop());
   t.equal(synced, 1);
   t.same([...state.keys()], ['demo/a'], 'dotfiles and other extensions skipped');
-  const until = async (what: string, cond: () => boolean) => {
-    const end = Date.now() + 5000;
-    while (!cond()) {
-      if (Date.now() > end) throw new Error(`timed out: ${what}`);
-      await sleep(20);
-    }
-  };
   writeFileSync(join(dir, 'b.yaml'), doc('b') + '---\n' + doc('c', 'Nope'));
-  await until('b added, c refused', () => state.has('demo/b') && refused.get('demo/c') === 'FH_HINT_UNSUPPORTED');
+  await eventually('b added, c refused', () => state.has('demo/b') && refused.get('demo/c') === 'FH_HINT_UNSUPPORTED');
   t.notOk(state.has('demo/c'), 'the rejected document is not programmed; the rest are');
   writeFileSync(join(dir, 'a.yaml'), doc('a', 'LongLived', '10.96.0.99'));
-  await until('a changed', () => JSON.stringify(state.get('demo/a')).includes('10.96.0.99'));
+  await eventually('a changed', () => JSON.stringify(state.get('demo/a')).includes('10.96.0.99'));
   writeFileSync(join(dir, 'b.yaml'), doc('b') + '---\n' + doc('c'));
-  await until('c fixed', () => state.has('demo/c') && !refused.has('demo/c'));
+  await eventually('c fixed', () => state.has('demo/c') && !refused.has('demo/c'));
   rmSync(join(dir, 'b.yaml'));
-  await until('b and c removed', () => !state.has('demo/b') && !state.has('demo/c'));
+  await eventually('b and c removed', () => !state.has('demo/b') && !state.has('demo/c'));
   t.same([...state.keys()], ['demo/a']);
 
   // ConfigMap-volume style update: a new directory swapped in through ..data symlinks.
@@ -110,7 +103,7 @@ t.test('add, change and remove manifests while the source runs', async (t) => {
   symlinkSync('..v1', join(dir, '..data_tmp'));
   renameSync(join(dir, '..data_tmp'), join(dir, '..data'));
   symlinkSync('..data/d.yaml', join(dir, 'd.yaml'));
-  await until('d via symlink', () => state.has('demo/d'));
+  await eventually('d via symlink', () => state.has('demo/d'));
 });
 
 t.test('an unreadable directory keeps the current Services', async (t) => {

@@ -6,6 +6,7 @@ import type { SourceEvent } from '../../../agent/sources/source.ts';
 import { silentLogger } from '../../../lib/log.ts';
 import { FakeApiServer } from '../../helpers/fake-apiserver.ts';
 import { fakeKubeConfig } from '../../helpers/fake-kube.ts';
+import { eventually } from '../../helpers/eventually.ts';
 
 const HINT = 'flowhint.dev/traffic-hint';
 
@@ -18,14 +19,6 @@ function service(name: string, hinted = true, port = 80) {
     metadata: { name, namespace: 'demo', labels, annotations },
     spec: { clusterIP: '10.96.0.10', clusterIPs: ['10.96.0.10'], ports: [{ port, protocol: 'TCP' }] },
   };
-}
-
-async function until(what: string, cond: () => boolean, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
 }
 
 async function setup(t: { teardown: (fn: () => Promise<void> | void) => void }, listTimeoutMs?: number) {
@@ -66,9 +59,9 @@ t.test('initial list and watch carry the label selector; only hinted Services ar
   s.api.apply(service('a'));
   s.api.apply(service('plain', false));
   await s.start();
-  await until('synced', () => s.synced() === 1);
+  await eventually('synced', () => s.synced() === 1);
   t.same([...s.state.keys()], ['demo/a']);
-  await until('watch open', () => s.api.openWatches === 1);
+  await eventually('watch open', () => s.api.openWatches === 1);
   const list = s.api.requests.find((r) => r.query.watch === undefined);
   const watch = s.api.requests.find((r) => r.query.watch === 'true');
   t.equal(list?.query.labelSelector, HINT, 'list passes the selector');
@@ -79,36 +72,36 @@ t.test('initial list and watch carry the label selector; only hinted Services ar
 t.test('watch events: add, modify, label removed (DELETED to the selecting watch), delete', async (t) => {
   const s = await setup(t);
   await s.start();
-  await until('watch open', () => s.api.openWatches === 1);
+  await eventually('watch open', () => s.api.openWatches === 1);
   s.api.apply(service('b'));
-  await until('b added', () => s.state.has('demo/b'));
+  await eventually('b added', () => s.state.has('demo/b'));
   s.api.apply(service('b', true, 8080));
-  await until('b modified', () => JSON.stringify(s.state.get('demo/b')).includes('8080'));
+  await eventually('b modified', () => JSON.stringify(s.state.get('demo/b')).includes('8080'));
   s.api.apply(service('b', false));
-  await until('b gone when unlabelled', () => !s.state.has('demo/b'));
+  await eventually('b gone when unlabelled', () => !s.state.has('demo/b'));
   s.api.apply(service('c'));
-  await until('c', () => s.state.has('demo/c'));
+  await eventually('c', () => s.state.has('demo/c'));
   s.api.delete('demo', 'c');
-  await until('c deleted', () => !s.state.has('demo/c'));
+  await eventually('c deleted', () => !s.state.has('demo/c'));
 });
 
 t.test('watch closed by the server: the informer re-watches from its resourceVersion', async (t) => {
   const s = await setup(t);
   await s.start();
-  await until('watch open', () => s.api.openWatches === 1);
+  await eventually('watch open', () => s.api.openWatches === 1);
   s.api.endWatches();
   s.api.apply(service('d'));
-  await until('d after re-watch', () => s.state.has('demo/d'));
+  await eventually('d after re-watch', () => s.state.has('demo/d'));
   t.equal(s.restarts(), 0, 'a cleanly closed watch is not an error');
 });
 
 t.test('connection reset: client-node stops the informer; we restart it, nothing lost', async (t) => {
   const s = await setup(t);
   await s.start();
-  await until('watch open', () => s.api.openWatches === 1);
+  await eventually('watch open', () => s.api.openWatches === 1);
   s.api.dropWatches();
   s.api.apply(service('d2'));
-  await until('d2 after restart', () => s.state.has('demo/d2'));
+  await eventually('d2 after restart', () => s.state.has('demo/d2'));
   t.ok(s.restarts() >= 1, `restart counted (${s.restarts()})`);
 });
 
@@ -117,8 +110,8 @@ t.test('410 Gone: relist, with deletions that happened meanwhile', async (t) => 
   s.api.apply(service('e'));
   s.api.apply(service('f'));
   await s.start();
-  await until('e,f', () => s.state.size === 2);
-  await until('watch open', () => s.api.openWatches === 1);
+  await eventually('e,f', () => s.state.size === 2);
+  await eventually('watch open', () => s.api.openWatches === 1);
   const lists = () => s.api.requests.filter((r) => r.query.watch === undefined).length;
   const before = lists();
   // While the watch is down, f goes away and history is compacted.
@@ -126,7 +119,7 @@ t.test('410 Gone: relist, with deletions that happened meanwhile', async (t) => 
   s.api.delete('demo', 'f');
   s.api.apply(service('g'));
   s.api.compact();
-  await until('relisted state', () => !s.state.has('demo/f') && s.state.has('demo/g'));
+  await eventually('relisted state', () => !s.state.has('demo/f') && s.state.has('demo/g'));
   t.ok(lists() > before, 'a new list after 410');
   t.equal(s.restarts(), 0, '410 is handled by relisting, not by a restart');
 });
@@ -135,7 +128,7 @@ t.test('bookmarks move the resourceVersion without events', async (t) => {
   const s = await setup(t);
   s.api.apply(service('h'));
   await s.start();
-  await until('watch open', () => s.api.openWatches === 1);
+  await eventually('watch open', () => s.api.openWatches === 1);
   const firstWatch = s.api.requests.filter((r) => r.query.watch === 'true').at(-1);
   // An unhinted change bumps the resourceVersion but is filtered out of our watch.
   s.api.apply(service('noise', false));
@@ -144,7 +137,7 @@ t.test('bookmarks move the resourceVersion without events', async (t) => {
   await sleep(200);
   t.equal(s.events.length, n, 'no events from a bookmark');
   s.api.endWatches();
-  await until('rewatch', () => s.api.requests.filter((r) => r.query.watch === 'true').length >= 2);
+  await eventually('rewatch', () => s.api.requests.filter((r) => r.query.watch === 'true').length >= 2);
   const last = s.api.requests.filter((r) => r.query.watch === 'true').at(-1);
   t.equal(
     Number(last?.query.resourceVersion),
@@ -158,13 +151,13 @@ t.test('500s stop the library informer; we restart it with backoff and count it'
   s.api.apply(service('i'));
   s.api.failNext(3, 500);
   await s.start();
-  await until('recovered', () => s.state.has('demo/i'), 15_000);
+  await eventually('recovered', () => s.state.has('demo/i'), { timeoutMs: 15_000 });
   t.ok(s.restarts() >= 1, `restarts counted (${s.restarts()})`);
-  await until('watch open', () => s.api.openWatches === 1);
+  await eventually('watch open', () => s.api.openWatches === 1);
   s.api.failNext(2, 500);
   s.api.dropWatches();
   s.api.apply(service('j'));
-  await until('j after restarts', () => s.state.has('demo/j'), 15_000);
+  await eventually('j after restarts', () => s.state.has('demo/j'), { timeoutMs: 15_000 });
   t.ok(s.restarts() >= 2);
 });
 
@@ -173,8 +166,8 @@ t.test('the API server away for a while: nothing is deleted meanwhile; converges
   s.api.apply(service('k'));
   s.api.apply(service('l'));
   await s.start();
-  await until('k,l', () => s.state.size === 2);
-  await until('watch open', () => s.api.openWatches === 1);
+  await eventually('k,l', () => s.state.size === 2);
+  await eventually('watch open', () => s.api.openWatches === 1);
   await s.api.pause();
   // Changes the agent cannot see while the API server is unreachable.
   s.api.delete('demo', 'k');
@@ -183,22 +176,22 @@ t.test('the API server away for a while: nothing is deleted meanwhile; converges
   t.same([...s.state.keys()].sort(), ['demo/k', 'demo/l'], 'state kept as it was through the outage');
   t.ok(s.restarts() >= 1, `restarts counted while away (${s.restarts()})`);
   await s.api.resume();
-  await until(
+  await eventually(
     'converged after recovery',
     () => !s.state.has('demo/k') && s.state.has('demo/m') && s.state.has('demo/l'),
-    15_000,
+    { timeoutMs: 15_000 },
   );
 });
 
 t.test('a watch that hangs without data is cut by client-node after 30 s and re-opened', async (t) => {
   const s = await setup(t);
   await s.start();
-  await until('watch open', () => s.api.openWatches === 1);
+  await eventually('watch open', () => s.api.openWatches === 1);
   s.api.hangNextWatches(1);
   s.api.endWatches();
-  await until('the hanging watch is open', () => s.api.openWatches === 1);
+  await eventually('the hanging watch is open', () => s.api.openWatches === 1);
   s.api.apply(service('n'));
-  await until('n arrives once the silent watch is replaced', () => s.state.has('demo/n'), 45_000);
+  await eventually('n arrives once the silent watch is replaced', () => s.state.has('demo/n'), { timeoutMs: 45_000 });
   t.equal(s.restarts(), 0, 'a timeout is not an error');
 });
 
@@ -207,7 +200,7 @@ t.test(
   async (t) => {
     const s = await setup(t);
     await s.start();
-    await until('watch open', () => s.api.openWatches === 1);
+    await eventually('watch open', () => s.api.openWatches === 1);
     await s.api.pause();
     await sleep(2000);
     const during = s.restarts();
@@ -216,7 +209,7 @@ t.test(
     t.ok(during >= 3 && during <= 20, `${during} restarts in 2 s of refused connections`);
     await s.api.resume();
     s.api.apply(service('o'));
-    await until('o after recovery', () => s.state.has('demo/o'), 15_000);
+    await eventually('o after recovery', () => s.state.has('demo/o'), { timeoutMs: 15_000 });
   },
 );
 
@@ -231,7 +224,7 @@ t.test(
     t.equal(s.state.size, 0, 'nothing known yet');
     await sleep(1000);
     s.api.respond();
-    await until('p once the server answers', () => s.state.has('demo/p'), 15_000);
-    await until('abandoned requests closed by the client', () => s.api.heldRequests === 0, 5_000);
+    await eventually('p once the server answers', () => s.state.has('demo/p'), { timeoutMs: 15_000 });
+    await eventually('abandoned requests closed by the client', () => s.api.heldRequests === 0, { timeoutMs: 5_000 });
   },
 );

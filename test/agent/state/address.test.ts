@@ -1,6 +1,7 @@
 /** Addresses as they may reach nft text: canonical, or refused; and the hashes used as names. */
 import t from 'tap';
 import { addressKey, parseAddress, shortHash } from '../../../agent/state/address.ts';
+import { isMarkBit } from '../../../agent/nft/names.ts';
 
 t.test('addresses are canonical', async (t) => {
   t.same(parseAddress('10.96.0.10'), { family: 'ip', addr: '10.96.0.10' });
@@ -36,4 +37,11 @@ t.test('keys and hashes', async (t) => {
   t.match(shortHash('demo/web'), /^[0-9a-f]{16}$/);
   t.equal(shortHash('demo/web'), shortHash('demo/web'), 'stable');
   t.not(shortHash('demo/web'), shortHash('demo/web2'));
+});
+
+t.test('the conntrack mark bit: one of bits 0 to 30', async (t) => {
+  const ok = [1, 2, 0x2000, 0x40000000];
+  const bad = [0, 3, 0x6000, 0x80000000, -2, 1.5, 8192.5, Number.NaN, 2 ** 31, 2 ** 32];
+  for (const n of ok) t.ok(isMarkBit(n), `0x${n.toString(16)}`);
+  for (const n of bad) t.notOk(isMarkBit(n), String(n));
 });

@@ -3,7 +3,7 @@ import { shortChainName } from '../../../agent/state/short-lived.ts';
 import { buildDesired, emptyState, rulesFor, withNodeAddresses, withServices } from '../../../agent/state/desired.ts';
 import { diff, isEmptyDelta } from '../../../agent/state/delta.ts';
 import { parseAddress } from '../../../agent/state/address.ts';
-import { entry } from '../../helpers/agent.ts';
+import { entry, svc } from '../../helpers/agent.ts';
 
 t.test('entry: addresses from clusterIPs, externalIPs, LB ingress; TCP/UDP ports; threshold', async (t) => {
   const e = entry({
@@ -131,7 +131,7 @@ t.test('diff: only what changed; states are not mutated', async (t) => {
   t.ok(isEmptyDelta(diff(emptyState(), emptyState())));
 });
 
-t.test('derived maps equal a rebuild from scratch after any sequence of updates', async (t) => {
+t.test('after any sequence of updates, each address has the rules its live Services ask for', async (t) => {
   let s = buildDesired([], [parseAddress('10.0.0.1')!]);
   const specs = Array.from({ length: 40 }, (_, i) => ({
     name: `s${i % 13}`,
@@ -139,13 +139,51 @@ t.test('derived maps equal a rebuild from scratch after any sequence of updates'
     ports: [{ port: 80 + (i % 3), nodePort: i % 4 === 0 ? 30000 + i : undefined }],
     threshold: i % 5 === 0 ? String(i) : undefined,
   }));
+  const live = new Map<string, (typeof specs)[number]>();
   for (const [i, spec] of specs.entries()) {
     const e = entry(spec);
-    s = withServices(s, new Map([[e.key, i % 6 === 5 ? undefined : e]]));
+    const gone = i % 6 === 5;
+    s = withServices(s, new Map([[e.key, gone ? undefined : e]]));
+    if (gone) live.delete(spec.name);
+    else live.set(spec.name, spec);
   }
-  const fresh = buildDesired(s.services.values(), s.nodeAddresses);
-  t.same([...s.chainOf].sort(), [...fresh.chainOf].sort());
-  t.same([...s.chains].sort(), [...fresh.chains].sort());
+  // Expected, from the live specs alone: per address, `tcp/<port>><threshold>` for each port
+  // (the lowest threshold where two Services share one), sorted by port; the node address
+  // carries every NodePort.
+  const want = new Map<string, Map<number, number>>();
+  const put = (addr: string, port: number, threshold: number) => {
+    const ports = want.get(addr) ?? new Map<number, number>();
+    ports.set(port, Math.min(threshold, ports.get(port) ?? Infinity));
+    want.set(addr, ports);
+  };
+  for (const spec of live.values()) {
+    const threshold = spec.threshold === undefined ? 20 : Number(spec.threshold);
+    put(`ip ${spec.clusterIPs[0]!}`, spec.ports[0]!.port, threshold);
+    if (spec.ports[0]!.nodePort !== undefined) put('ip 10.0.0.1', spec.ports[0]!.nodePort, threshold);
+  }
+  const text = (ports: Map<number, number>) =>
+    [...ports]
+      .sort(([a], [b]) => a - b)
+      .map(([port, th]) => `tcp/${port}>${th}`)
+      .join(',');
+  const expected = Object.fromEntries([...want].map(([addr, ports]) => [addr, text(ports)]));
+  const actual = Object.fromEntries(
+    [...s.chainOf].map(([addr, chain]) => [
+      addr,
+      (s.chains.get(chain)?.rules ?? []).map((r) => `${r.proto}/${r.port}>${r.threshold}`).join(','),
+    ]),
+  );
+  t.same(actual, expected, 'every address with its rules, and no other');
+  const refs: Record<string, number> = {};
+  for (const rules of Object.values(expected)) refs[rules] = (refs[rules] ?? 0) + 1;
+  t.same(
+    Object.fromEntries(
+      [...s.chains.values()].map((c) => [c.rules.map((r) => `${r.proto}/${r.port}>${r.threshold}`).join(','), c.refs]),
+    ),
+    refs,
+    'one chain per distinct rule list, counting the addresses that use it',
+  );
+  t.ok(live.size > 3 && Object.keys(expected).length > 3, 'the sequence leaves several Services and addresses');
 });
 
 t.test('ShortLived: elements per address, protocol and port, shared chains, never offloaded', async (t) => {
@@ -181,7 +219,7 @@ t.test('ShortLived: elements per address, protocol and port, shared chains, neve
   t.equal(api.timeout, 120);
 });
 
-t.test('ShortLived: incremental updates equal a fresh build, and diff names only the change', async (t) => {
+t.test('ShortLived: an update moves a Service between the maps, and diff names only the change', async (t) => {
   const node = [parseAddress('192.168.1.10')!];
   const a = entry({
     name: 'a',
@@ -193,9 +231,22 @@ t.test('ShortLived: incremental updates equal a fresh build, and diff names only
   const bLong = entry({ name: 'b', clusterIPs: ['10.96.0.2'], ports: [{ port: 53, protocol: 'UDP' }] });
   const before = buildDesired([a, b], node);
   const after = withServices(before, new Map([[bLong.key, bLong]]));
-  const fresh = buildDesired([a, bLong], node);
-  for (const k of ['shortOf', 'shortChains', 'chainOf', 'chains'] as const)
-    t.same(Object.fromEntries(after[k]), Object.fromEntries(fresh[k]), `${k} as a fresh build`);
+  // Expected, written out from the inputs: a keeps its UDP 53 and NodePort 30053 timeouts at
+  // the 5 s default; b (now LongLived) leaves the timeout map for the offload map.
+  const udp5 = shortChainName('ip', 'udp', 5);
+  t.same(Object.fromEntries(after.shortOf), { 'ip 10.96.0.1|udp|53': udp5, 'ip 192.168.1.10|udp|30053': udp5 });
+  t.same(Object.fromEntries([...after.shortChains].map(([k, c]) => [k, `${c.proto}/${c.seconds}x${c.refs}`])), {
+    [udp5]: 'udp/5x2',
+  });
+  t.same(
+    Object.fromEntries(
+      [...after.chainOf].map(([addr, chain]) => [
+        addr,
+        after.chains.get(chain)?.rules.map((r) => `${r.proto}/${r.port}>${r.threshold}`),
+      ]),
+    ),
+    { 'ip 10.96.0.2': ['udp/53>20'] },
+  );
   const d = diff(before, after, [bLong.key]);
   t.same(d.removeShortElements, ['ip 10.96.0.2|udp|53'], 'b leaves the timeout map');
   t.same(
@@ -219,4 +270,200 @@ t.test('ShortLived: incremental updates equal a fresh build, and diff names only
   const dg = diff(moved, gone, [a.key]);
   t.same(dg.removeShortChains, [shortChainName('ip', 'udp', 5)], 'the last user gone: its chain goes');
   t.equal(gone.shortOf.size, 0);
+});
+
+t.test('Services sharing an address, protocol and port: the lowest threshold, the shortest timeout', async (t) => {
+  const long = (name: string, threshold: string) =>
+    entry({ name, clusterIPs: ['10.96.0.9'], ports: [{ port: 80 }], threshold });
+  const short = (name: string, timeout: string) =>
+    entry({ name, hint: 'ShortLived', timeout, clusterIPs: ['10.96.0.53'], ports: [{ port: 53, protocol: 'UDP' }] });
+  const rules = (s: ReturnType<typeof buildDesired>) =>
+    s.chains.get(s.chainOf.get('ip 10.96.0.9') ?? '')?.rules.map((r) => `${r.proto}/${r.port}>${r.threshold}`);
+  const seconds = (s: ReturnType<typeof buildDesired>) =>
+    s.shortChains.get(s.shortOf.get('ip 10.96.0.53|udp|53') ?? '')?.seconds;
+  for (const order of [
+    ['a', 'b'],
+    ['b', 'a'],
+  ]) {
+    const byName: Record<string, ReturnType<typeof entry>[]> = {
+      a: [long('a', '50'), short('c', '30s')],
+      b: [long('b', '5'), short('d', '2m')],
+    };
+    let s = buildDesired([], []);
+    for (const n of order) s = withServices(s, new Map(byName[n]!.map((e) => [e.key, e])));
+    t.same(rules(s), ['tcp/80>5'], `threshold 5 of 5 and 50 (${order.join(' then ')})`);
+    t.equal(seconds(s), 30, `30 s of 30 s and 2 min (${order.join(' then ')})`);
+    t.equal(s.shortChains.size, 1, 'one timeout chain: the 2 min one is unused');
+  }
+  let s = buildDesired([long('a', '50'), long('b', '5'), short('c', '30s'), short('d', '2m')], []);
+  s = withServices(
+    s,
+    new Map([
+      ['default/b', undefined],
+      ['default/c', undefined],
+    ]),
+  );
+  t.same(rules(s), ['tcp/80>50'], 'the lower threshold gone: the other one');
+  t.equal(seconds(s), 120, 'the shorter timeout gone: the other one');
+  t.equal(s.shortChains.size, 1, 'and the 30 s chain is gone');
+  s = withServices(
+    s,
+    new Map([
+      ['default/a', undefined],
+      ['default/d', undefined],
+    ]),
+  );
+  t.same([s.chainOf.size, s.chains.size, s.shortOf.size, s.shortChains.size], [0, 0, 0, 0], 'all gone: nothing left');
+});
+
+t.test(
+  'entry: only whole ports 1-65535, sorted by protocol then number, each once; clusterIP when clusterIPs is empty',
+  async (t) => {
+    const e = entry({
+      name: 'p',
+      clusterIPs: ['10.96.0.1'],
+      ports: [
+        { port: 0 },
+        { port: 65535, nodePort: 65536 },
+        { port: 1, nodePort: 0 },
+        { port: 443, protocol: 'UDP' },
+        { port: 9 },
+        { port: 9 },
+        { port: 70000 },
+      ],
+    });
+    t.same(e.ports, [
+      { proto: 'tcp', port: 1 },
+      { proto: 'tcp', port: 9 },
+      { proto: 'tcp', port: 65535 },
+      { proto: 'udp', port: 443 },
+    ]);
+    t.same(e.nodePorts, []);
+    const obj = svc({ name: 'legacy', clusterIPs: ['10.96.0.7'], lbIPs: ['198.51.100.7'] }) as {
+      spec: { clusterIPs: string[] };
+      status: { loadBalancer: { ingress: object[] } };
+    };
+    obj.spec.clusterIPs = [];
+    obj.status.loadBalancer.ingress.push({ hostname: 'lb.example.com' });
+    t.same(
+      entry(obj).vips.map((v) => v.addr),
+      ['10.96.0.7', '198.51.100.7'],
+      'spec.clusterIP, and ingress entries with an IP',
+    );
+    const s = buildDesired(
+      [
+        entry({
+          name: 'q',
+          clusterIPs: ['10.96.0.2'],
+          ports: [{ port: 8080 }, { port: 80 }, { port: 53, protocol: 'UDP' }],
+        }),
+      ],
+      [],
+    );
+    t.same(
+      rulesFor(s, 'ip 10.96.0.2')?.rules.map((r) => `${r.proto}/${r.port}`),
+      ['tcp/80', 'tcp/8080', 'udp/53'],
+      'rules sorted by protocol, then port number (not text)',
+    );
+  },
+);
+
+t.test('NodePorts follow the node addresses and the Services that have them', async (t) => {
+  const np = entry({ name: 'np', clusterIPs: ['10.96.0.3'], ports: [{ port: 80, nodePort: 30080 }] });
+  const plain = entry({ name: 'plain', clusterIPs: ['10.96.0.4'], ports: [{ port: 80 }] });
+  const nodes = [parseAddress('10.0.0.2')!, parseAddress('10.0.0.1')!];
+  let s = buildDesired([plain], nodes);
+  t.equal(rulesFor(s, 'ip 10.0.0.1'), undefined, 'no NodePort Service: nothing on the node addresses');
+  s = withServices(s, new Map([[np.key, np]]));
+  t.same(
+    [...s.chainOf.keys()].sort(),
+    ['ip 10.0.0.1', 'ip 10.0.0.2', 'ip 10.96.0.3', 'ip 10.96.0.4'],
+    'a NodePort Service added: every node address',
+  );
+  t.same(
+    s.nodeAddresses.map((a) => a.addr),
+    ['10.0.0.1', '10.0.0.2'],
+    'node addresses sorted',
+  );
+  const npNoPorts = entry({ name: 'np', clusterIPs: ['10.96.0.3'], ports: [{ port: 80 }] });
+  s = withServices(s, new Map([[np.key, npNoPorts]]));
+  t.same([...s.chainOf.keys()].sort(), ['ip 10.96.0.3', 'ip 10.96.0.4'], 'its NodePort removed: the node addresses go');
+  s = withServices(s, new Map([[np.key, np]]));
+  const short = entry({
+    name: 'np',
+    hint: 'ShortLived',
+    clusterIPs: ['10.96.0.3'],
+    ports: [{ port: 80, nodePort: 30080 }],
+  });
+  s = withServices(s, new Map([[np.key, short]]));
+  t.same([...s.chainOf.keys()].sort(), ['ip 10.96.0.4'], 'turned ShortLived: no offload on its addresses or the nodes');
+  t.same([...s.shortOf.keys()].sort(), ['ip 10.0.0.1|tcp|30080', 'ip 10.0.0.2|tcp|30080', 'ip 10.96.0.3|tcp|80']);
+  const moved = withNodeAddresses(s, [parseAddress('10.0.0.9')!]);
+  t.same(
+    [...moved.shortOf.keys()].sort(),
+    ['ip 10.0.0.9|tcp|30080', 'ip 10.96.0.3|tcp|80'],
+    'ShortLived NodePorts move',
+  );
+  t.same(diff(s, moved, []).removeShortElements.sort(), ['ip 10.0.0.1|tcp|30080', 'ip 10.0.0.2|tcp|30080']);
+  const plainMoved = withNodeAddresses(buildDesired([plain, short], []), [parseAddress('10.0.0.9')!]);
+  t.same([...plainMoved.shortOf.keys()].sort(), ['ip 10.0.0.9|tcp|30080', 'ip 10.96.0.3|tcp|80']);
+  t.equal(withServices(s, new Map()), s, 'no updates: the same state');
+});
+
+t.test(
+  'diff with the changed ids: a NodePort change moves the node address; ShortLived changes without ids',
+  async (t) => {
+    const node = [parseAddress('10.0.0.1')!];
+    const np = entry({ name: 'np', clusterIPs: ['10.96.0.3'], ports: [{ port: 80, nodePort: 30080 }] });
+    const moved = entry({ name: 'np', clusterIPs: ['10.96.0.3'], ports: [{ port: 80, nodePort: 30081 }] });
+    const before = buildDesired([np], node);
+    const after = withServices(before, new Map([[np.key, moved]]));
+    const d = diff(before, after, [np.key]);
+    t.same(
+      d.removeElements.map((a) => a.addr),
+      ['10.0.0.1'],
+      'the node address leaves its old chain',
+    );
+    t.same(
+      d.addElements.map((e) => e.address.addr),
+      ['10.0.0.1'],
+      'and joins the chain with port 30081',
+    );
+    t.same(
+      [d.removeLong.map((e) => `${e.address.addr} ${e.port}`), d.addLong.map((e) => `${e.address.addr} ${e.port}`)],
+      [['10.0.0.1 30080'], ['10.0.0.1 30081']],
+    );
+
+    const dns = entry({
+      name: 'dns',
+      hint: 'ShortLived',
+      clusterIPs: ['10.96.0.53'],
+      ports: [{ port: 53, protocol: 'UDP' }],
+    });
+    const dns2 = entry({
+      name: 'dns',
+      hint: 'ShortLived',
+      timeout: '30s',
+      clusterIPs: ['10.96.0.53'],
+      ports: [{ port: 53, protocol: 'UDP' }],
+    });
+    const s1 = buildDesired([dns], []);
+    const s2 = withServices(s1, new Map([[dns.key, dns2]]));
+    const full = diff(s1, s2);
+    t.same(full.removeShortElements, ['ip 10.96.0.53|udp|53'], 'without ids every element is compared');
+    t.same(
+      full.addShortElements.map((e) => [e.key, e.chain]),
+      [['ip 10.96.0.53|udp|53', shortChainName('ip', 'udp', 30)]],
+    );
+    t.same(diff(s1, s2, [dns.key]).addShortElements, full.addShortElements, 'and with its id, the same');
+  },
+);
+
+t.test('Services sharing a port: the lowest threshold whatever their names', async (t) => {
+  const a = entry({ name: 'a', clusterIPs: ['10.96.0.9'], ports: [{ port: 80 }], threshold: '5' });
+  const b = entry({ name: 'b', clusterIPs: ['10.96.0.9'], ports: [{ port: 80 }], threshold: '50' });
+  t.same(
+    rulesFor(buildDesired([a, b], []), 'ip 10.96.0.9')?.rules.map((r) => r.threshold),
+    [5],
+  );
 });

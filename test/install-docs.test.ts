@@ -32,6 +32,7 @@ const workloads = (yaml: string) =>
 t.test('`kustomize edit set image` as the README writes it: every container runs the image you built', async (t) => {
   const line = /^kustomize edit set image (\S+)=(\S+)$/m.exec(readme);
   t.ok(line, 'the README shows it');
+  t.equal(line?.[1], 'flowhint', 'for the placeholder the manifests name');
   const [, , image = ''] = line ?? [];
   const dir = mkdtempSync(join(tmpdir(), 'flowhint-install-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
@@ -52,6 +53,8 @@ t.test('`kustomize edit set image` as the README writes it: every container runs
   t.equal(certs.status, 0, certs.stderr);
   for (const overlay of ['cert-manager', 'self-managed']) {
     const at = join(dir, 'manifests/overlays', overlay);
+    const before = workloads(kustomizeBuild(at)).flatMap((w) => w.spec.template.spec.containers.map((c) => c.image));
+    t.same([...new Set(before)], ['flowhint'], `${overlay}: the placeholder image until you set one`);
     execFileSync(
       kustomizeCommand() ?? 'kustomize',
       ['edit', 'set', 'image', (line?.[0] ?? '').split(' ').at(-1) ?? ''],

@@ -199,8 +199,12 @@ export async function runInVm(
     '-machine',
     'q35',
     ...cpu,
+    // No PKU in the guest: with it, V8 (Node 24) write-protects JIT pages with protection
+    // keys, and under TCG its page bookkeeping failed once in CI ("Check failed:
+    // it->second.Size() > offset", ThreadIsolation), crashing an `agent --once`. Nothing
+    // flowhint tests depends on PKU.
     '-cpu',
-    'max',
+    'max,pku=off',
     '-m',
     String(o.memoryMiB ?? 2048),
     '-nographic',

@@ -36,6 +36,9 @@ import { Observer } from './report/observe.ts';
 import { statusDoc, type StatusDoc, type SyncKind, type SyncResult } from './report/status.ts';
 import { reportSync } from './report/sync-report.ts';
 import { StatusWriter } from './report/status-writer.ts';
+import { nodeStatus } from './report/node-status.ts';
+import type { NodeStatusWriter } from './report/node-writer.ts';
+import { flowhintVersion } from '../lib/version.ts';
 import type { Source, SourceEvent } from './sources/source.ts';
 
 const STATUS_INTERVAL_MS = 500;
@@ -63,6 +66,8 @@ export interface AgentOptions {
   reprobeMs?: number;
   conntrackPollMs?: number;
   backoff?: { initialMs: number; maxMs: number };
+  /** This node's FlowhintNode writer (with the Kubernetes source); started with the loops. */
+  nodeStatus?: NodeStatusWriter | undefined;
 }
 
 export class Agent {
@@ -84,6 +89,8 @@ export class Agent {
   private readonly status: StatusWriter;
   private timers: NodeJS.Timeout[] = [];
   private failures = 0;
+  /** Offloaded connections on the node at the last conntrack poll; undefined if unknown. */
+  private offloaded: number | undefined;
   private stopped = false;
   private readonly syncedOnce: Promise<void>;
   private resolveSynced!: () => void;
@@ -103,7 +110,7 @@ export class Agent {
     this.node = new NodeSupport({ ...shared, upgrade: () => this.requestFull(), programmed });
     this.programmer = new Programmer({ ...shared, support: this.node });
     this.host = new HostPoll(shared);
-    this.observer = new Observer({ ...shared, changed: () => this.status.soon() });
+    this.observer = new Observer({ ...shared, changed: () => this.changed() });
     this.runner = new BoundedRunner({
       minIntervalMs: o.minSyncIntervalMs ?? 100,
       backoff: new Backoff(o.backoff ?? { initialMs: 1_000, maxMs: 60_000 }),
@@ -129,7 +136,7 @@ export class Agent {
       failed: (err) => this.rejectSynced(err),
       refused: (key, refusal) => {
         this.onRefused(key, refusal);
-        this.status.soon();
+        this.changed();
       },
     });
     await this.syncedOnce;
@@ -147,6 +154,14 @@ export class Agent {
     every(this.o.conntrackPollMs ?? 15_000, () => this.refreshOffloadMetrics());
     this.runner.start();
     this.runner.request();
+    const version = flowhintVersion();
+    this.o.nodeStatus?.start(() => nodeStatus({ doc: this.statusDoc(), version, offloaded: this.offloaded }));
+  }
+
+  /** Something the status shows changed: the status file soon; the FlowhintNode if a reader would see it. */
+  private changed(): void {
+    this.status.soon();
+    this.o.nodeStatus?.request();
   }
 
   /** The next sync is full (the periodic resync, support that appeared, tests). */
@@ -158,6 +173,7 @@ export class Agent {
   async stop(options: { cleanup?: boolean } = {}): Promise<void> {
     this.stopped = true;
     for (const t of this.timers) clearInterval(t);
+    await this.o.nodeStatus?.stop();
     await this.o.source.stop();
     await this.runner.stop();
     await this.status.flush();
@@ -243,7 +259,7 @@ export class Agent {
     };
     reportSync(this.o.metrics, this.log, result, { ...context, stderr });
     if (result.ok) await this.afterSync(kind, target);
-    this.status.soon();
+    this.changed();
     return result;
   }
 
@@ -269,7 +285,11 @@ export class Agent {
 
   async refreshOffloadMetrics(): Promise<Map<string, number> | undefined> {
     const applied = this.programmer.applied;
-    return applied && this.observer.refresh(applied.state, this.programmer.devices);
+    if (!applied) return undefined;
+    const counts = await this.observer.refresh(applied.state, this.programmer.devices);
+    this.offloaded = counts && [...counts.values()].reduce((a, b) => a + b, 0);
+    this.o.nodeStatus?.request();
+    return counts;
   }
 
   statusDoc(): StatusDoc {
@@ -278,6 +298,7 @@ export class Agent {
       now: new Date(),
       support: this.node,
       nodeAddresses: this.desired.nodeAddresses,
+      kubeProxyMode: this.observer.kubeProxy,
       applied: this.programmer.applied && { state: this.programmer.applied.state, devices: this.programmer.devices },
       otherFlowtables: this.observer.others,
       bypassed: this.observer.bypassed,

@@ -20,8 +20,9 @@ import { DEFAULT_STATE_DIR } from './report/status.ts';
 export const AGENT_USAGE = `usage: flowhint agent [--services-dir DIR | --kubeconfig FILE] [--once] [--offload-after-packets ${DEFAULT_THRESHOLD}] [--short-lived-timeout ${DEFAULT_TIMEOUT_SECONDS}s]
     [--devices RE] [--exclude-devices RE] [--node-address IP…] [--metrics-port 9471] [--metrics-host 0.0.0.0]
     [--state-dir ${DEFAULT_STATE_DIR}] [--no-flowtable-counter] [--ct-mark-bit 0x${DEFAULT_CT_MARK.toString(16)}] [--resync-seconds 3600] [--cleanup-on-exit] [--netns NAME]
-    [--once-timeout 300]
-  Without --services-dir, Services come from the API server (in-cluster config, or KUBECONFIG).
+    [--once-timeout 300] [--node-name NAME]
+  Without --services-dir, Services come from the API server (in-cluster config, or KUBECONFIG),
+  and the agent reports this node in its FlowhintNode (kubectl get flowhintnodes).
   --once syncs once and exits: 0 if the sync succeeded, 1 if it failed or did not finish within --once-timeout seconds.`;
 
 function regex(name: string) {
@@ -95,6 +96,7 @@ export const AgentFlags = z.object({
   'cleanup-on-exit': z.boolean().default(false),
   'once-timeout': intFlag(1, 3600, 300),
   netns: netnsName,
+  'node-name': z.string().min(1).optional(),
 });
 
 export const AGENT_FLAGS: Flags = {
@@ -173,4 +175,9 @@ export const AGENT_FLAGS: Flags = {
     default: '300',
   },
   netns: { type: 'string', value: 'NAME', help: 'program the named network namespace (ip netns) instead of the host' },
+  'node-name': {
+    type: 'string',
+    value: 'NAME',
+    help: "this node's name: its FlowhintNode's name and owner (default: $NODE_NAME, else the hostname)",
+  },
 };

@@ -20,6 +20,8 @@ import { makeNft } from './nft/nft.ts';
 import { DELETE_TABLE } from './nft/render.ts';
 import { FileSource } from './sources/files.ts';
 import { AGENT_FLAGS, AGENT_USAGE, AgentFlags } from './cli-flags.ts';
+import { NodeStatusWriter } from './report/node-writer.ts';
+import type { Logger } from 'pino';
 
 export async function agentCommand(argv: string[]): Promise<number> {
   const f = parseFlags(argv, AGENT_FLAGS, AgentFlags, AGENT_USAGE);
@@ -53,17 +55,10 @@ export async function agentCommand(argv: string[]): Promise<number> {
     }
     const run = netnsRunner(f.netns);
     // @kubernetes/client-node is large; load it only when Services come from the API server.
-    const source = f['services-dir']
-      ? new FileSource({ dir: f['services-dir'], logger: logger.child({ source: 'files' }) })
-      : await Promise.all([import('./sources/kube.ts'), import('../lib/kubeconfig.ts')]).then(
-          ([{ KubeSource }, { loadKubeConfig }]) =>
-            new KubeSource({
-              kubeConfig: loadKubeConfig(f.kubeconfig),
-              logger: logger.child({ source: 'kubernetes' }),
-              onRestart: () => metrics.informerRestarts.inc(),
-              failFast: f.once,
-            }),
-        );
+    const nodeName = f['node-name'] ?? (process.env.NODE_NAME || hostname());
+    const { source, nodeStatus } = f['services-dir']
+      ? { source: new FileSource({ dir: f['services-dir'], logger: logger.child({ source: 'files' }) }) }
+      : await kubeParts(f, nodeName, logger, () => metrics.informerRestarts.inc());
     const running = new Agent({
       run,
       nft: makeNft(run),
@@ -78,6 +73,7 @@ export async function agentCommand(argv: string[]): Promise<number> {
       ctMark: f['ct-mark-bit'],
       stateDir: f['state-dir'],
       resyncMs: f['resync-seconds'] * 1000,
+      nodeStatus,
     });
     made.agent = running;
     // One stop, whichever path asks first: a failed start keeps the rules, a clean stop may clean up.
@@ -104,7 +100,7 @@ export async function agentCommand(argv: string[]): Promise<number> {
     const startLine = {
       version: flowhintVersion(),
       source: source.name,
-      node: hostname(),
+      node: nodeName,
       netns: f.netns,
       metrics: metricsUrl,
     };
@@ -132,6 +128,29 @@ export async function agentCommand(argv: string[]): Promise<number> {
     signals.off();
     for (const close of closers.reverse()) await close().catch(() => undefined);
   }
+}
+
+/**
+ * With the API server: the Service source, and (except with --once) this node's
+ * FlowhintNode writer. @kubernetes/client-node is large; it is loaded only here.
+ */
+async function kubeParts(f: z.infer<typeof AgentFlags>, nodeName: string, logger: Logger, onRestart: () => void) {
+  const [{ KubeSource }, { loadKubeConfig }, { kubeNodeStatusApi }] = await Promise.all([
+    import('./sources/kube.ts'),
+    import('../lib/kubeconfig.ts'),
+    import('./report/node-api.ts'),
+  ]);
+  const kubeConfig = loadKubeConfig(f.kubeconfig);
+  const source = new KubeSource({
+    kubeConfig,
+    logger: logger.child({ source: 'kubernetes' }),
+    onRestart,
+    failFast: f.once,
+  });
+  const nodeStatus = f.once
+    ? undefined
+    : new NodeStatusWriter({ api: kubeNodeStatusApi(kubeConfig), node: nodeName, log: logger });
+  return { source, nodeStatus };
 }
 
 export async function cleanupCommand(argv: string[]): Promise<number> {

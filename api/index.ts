@@ -5,3 +5,4 @@ export * from './defaulting.ts';
 export * from './validation.ts';
 export * from './reader.ts';
 export * from './admit.ts';
+export * from './flowhint-node.ts';

@@ -26,6 +26,11 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<Command> }
     summary: 'delete the table inet flowhint',
     load: async () => (await import('../agent/cli.ts')).cleanupCommand,
   },
+  explain: {
+    summary:
+      "what happens to a Service's hint: accepted, programmed on which nodes, what is not offloadable, what to do",
+    load: async () => (await import('./explain.ts')).explainCommand,
+  },
   backfill: {
     summary: 'label already-annotated Services through the webhook defaulting; report invalid hints',
     load: async () => (await import('./backfill.ts')).backfillCommand,

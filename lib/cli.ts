@@ -25,6 +25,8 @@ export class HelpShown extends FlowhintError {
 export interface Flag {
   readonly type: 'string' | 'boolean';
   readonly multiple?: boolean;
+  /** A one-letter alias (`-n`), as kubectl's. */
+  readonly short?: string;
   readonly value?: string;
   readonly help: string;
   readonly default?: string;
@@ -36,7 +38,7 @@ export function flagsSection(flags: Flags, command: string): string {
   const rows = Object.entries(flags)
     .sort(([a], [b]) => a.localeCompare(b))
     .map(([name, f]) => {
-      const left = `      --${name}${f.type === 'string' ? ` ${f.value ?? 'string'}` : ''}`;
+      const left = `  ${f.short ? `-${f.short}, ` : '    '}--${name}${f.type === 'string' ? ` ${f.value ?? 'string'}` : ''}`;
       const repeat = f.multiple ? ' (repeatable)' : '';
       const def =
         f.default === undefined
@@ -49,19 +51,30 @@ export function flagsSection(flags: Flags, command: string): string {
   return `Flags:\n${rows.map(([l, r]) => `${l.padEnd(width)}${r}`).join('\n')}`;
 }
 
-export function parseFlags<S extends z.ZodType>(argv: string[], flags: Flags, schema: S, usage: string): z.infer<S> {
+export function parseFlags<S extends z.ZodType>(
+  argv: string[],
+  flags: Flags,
+  schema: S,
+  usage: string,
+  /** Arguments that are not flags reach the schema as `_` (otherwise they are refused). */
+  opts: { positionals?: boolean } = {},
+): z.infer<S> {
   const command = /^usage: flowhint (\S+)/.exec(usage)?.[1] ?? 'flowhint';
   if (argv.includes('--help') || argv.includes('-h')) {
     process.stdout.write(`${usage}\n\n${flagsSection(flags, command)}\n`);
     throw new HelpShown();
   }
   const options = Object.fromEntries(
-    Object.entries(flags).map(([name, f]) => [name, { type: f.type, ...(f.multiple ? { multiple: true } : {}) }]),
+    Object.entries(flags).map(([name, f]) => [
+      name,
+      { type: f.type, ...(f.multiple ? { multiple: true } : {}), ...(f.short ? { short: f.short } : {}) },
+    ]),
   );
   const more = `\nRun 'flowhint ${command} --help' for its flags.`;
   let values: Record<string, unknown>;
   try {
-    ({ values } = parseArgs({ args: argv, options, strict: true, allowPositionals: false }));
+    const r = parseArgs({ args: argv, options, strict: true, allowPositionals: opts.positionals === true });
+    values = opts.positionals === true ? { ...r.values, _: r.positionals } : r.values;
   } catch (err) {
     const flag = /Unknown option '(--[^']+)'/.exec((err as Error).message)?.[1];
     const guess = flag

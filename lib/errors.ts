@@ -103,6 +103,14 @@ export const ERRORS = {
     exit: 1,
     help: 'The first list of Services from the API server failed (agent --once); check the kubeconfig and the server.',
   },
+  FH_API_FAILED: {
+    exit: 1,
+    help: '`flowhint explain` could not read from the API server; check the kubeconfig, the server, and that you may get Services and list flowhintnodes.',
+  },
+  FH_SERVICE_NOT_FOUND: {
+    exit: 1,
+    help: '`flowhint explain`: no such Service; check NAMESPACE/NAME (or --namespace).',
+  },
   FH_SERVICES_DIR_UNREADABLE: {
     exit: 1,
     help: 'The --services-dir directory cannot be read; check the path and its permissions.',
@@ -148,4 +156,10 @@ export class FlowhintError extends Error {
 export function errorMessage(err: unknown): string {
   if (err instanceof Error) return err.message;
   return String(err);
+}
+
+/** The HTTP status of a failed API server call (client-node's ApiException has `code`), if any. */
+export function httpStatus(err: unknown): number | undefined {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'number' ? code : undefined;
 }

@@ -90,7 +90,7 @@ function helpSynopsis(command: string): string {
 
 t.test('every command synopsis in the docs is the one --help prints', async (t) => {
   const docs = docSynopses();
-  for (const command of ['agent', 'status', 'cleanup', 'webhook', 'backfill', 'certs', 'demo']) {
+  for (const command of ['agent', 'status', 'cleanup', 'webhook', 'backfill', 'certs', 'demo', 'explain']) {
     const shown = docs.get(command) ?? [];
     t.ok(shown.length > 0, `${command}: a synopsis in the docs`);
     for (const s of shown) t.equal(s, helpSynopsis(command), `${command}: the docs' synopsis is --help's`);

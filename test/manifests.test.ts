@@ -61,12 +61,33 @@ t.test('kustomize builds the base and each overlay', async (t) => {
   }
 });
 
+t.test('the base installs the FlowhintNode CRD, cluster-scoped: kustomize gives it no namespace', async (t) => {
+  const crd = find(base, 'CustomResourceDefinition', 'flowhintnodes.flowhint.dev');
+  t.ok(crd);
+  t.equal(crd?.metadata.namespace, undefined);
+  t.equal(crd?.spec.scope, 'Cluster');
+});
+
 t.test('RBAC is least privilege', async (t) => {
   const roles = base.filter((o) => o.kind === 'ClusterRole' || o.kind === 'Role');
+  // What the agent does with each (test/manifests-rbac.test.ts checks it against its requests).
   t.same(find(base, 'ClusterRole', 'flowhint-agent')?.rules, [
-    { apiGroups: [''], resources: ['services'], verbs: ['get', 'list', 'watch'] },
+    { apiGroups: [''], resources: ['services'], verbs: ['list', 'watch'] },
+    { apiGroups: [''], resources: ['nodes'], verbs: ['get'] },
+    { apiGroups: ['flowhint.dev'], resources: ['flowhintnodes'], verbs: ['create', 'patch'] },
+    { apiGroups: ['flowhint.dev'], resources: ['flowhintnodes/status'], verbs: ['patch'] },
   ]);
-  t.equal(roles.length, 1, 'no other roles');
+  // Read-only FlowhintNodes for the built-in view role, so Service owners can run explain.
+  t.same(find(base, 'ClusterRole', 'flowhint-view'), {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRole',
+    metadata: {
+      name: 'flowhint-view',
+      labels: { 'rbac.authorization.k8s.io/aggregate-to-view': 'true', 'app.kubernetes.io/part-of': 'flowhint' },
+    },
+    rules: [{ apiGroups: ['flowhint.dev'], resources: ['flowhintnodes'], verbs: ['get', 'list', 'watch'] }],
+  });
+  t.equal(roles.length, 2, 'no other roles');
   const bound = base
     .filter((o) => o.kind === 'ClusterRoleBinding' || o.kind === 'RoleBinding')
     .flatMap((b) => b.subjects.map((s: Obj) => s.name));

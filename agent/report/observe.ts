@@ -19,6 +19,8 @@ import {
   type Flowtable,
 } from '../host/other-flowtables.ts';
 import { SEEN } from '../nft/names.ts';
+import { readKubeProxyMode } from '../host/kube-proxy-mode.ts';
+import type { KubeProxyMode } from '../../api/index.ts';
 import { FAMILY, TABLE } from '../nft/transaction.ts';
 
 export interface ObserverOptions {
@@ -36,6 +38,8 @@ export class Observer {
   bypassed = new Map<string, Bypass[]>();
   /** Other owners' flowtables on our devices (kindnet, Calico, hand-written). */
   others: Flowtable[] = [];
+  /** The node's kube-proxy mode; undefined until first read. */
+  kubeProxy: KubeProxyMode | undefined;
 
   constructor(o: ObserverOptions) {
     this.o = o;
@@ -66,9 +70,18 @@ export class Observer {
     return counts;
   }
 
-  /** Which programmed ports this node delivers locally (IPVS mode): status, metric, one log line per change. */
+  /**
+   * Which programmed ports this node delivers locally (IPVS mode): status, metric, one log
+   * line per change. And the kube-proxy mode, for status.
+   */
   async localDelivery(state: DesiredState): Promise<void> {
-    const now = localDelivery(state, await readLocalDelivery(this.o.run));
+    const [view, mode] = await Promise.all([readLocalDelivery(this.o.run), readKubeProxyMode(this.o.run)]);
+    if (mode !== this.kubeProxy) {
+      this.o.log.info({ kubeProxyMode: mode }, 'kube-proxy mode found');
+      this.kubeProxy = mode;
+      this.o.changed();
+    }
+    const now = localDelivery(state, view);
     this.o.metrics.notOffloadablePorts.reset();
     for (const [service, list] of now) {
       for (const reason of new Set(list.map((b) => b.reason))) {

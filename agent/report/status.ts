@@ -11,6 +11,7 @@ import { BYPASS_DETAIL, bypassText, type Bypass } from '../host/local-delivery.t
 import { OTHER_FLOWTABLE_DETAIL, flowtableText, type Flowtable } from '../host/other-flowtables.ts';
 import type { AcctResult } from '../host/probe.ts';
 import { FAMILY, TABLE } from '../nft/transaction.ts';
+import { KUBE_PROXY_MEANING, KUBE_PROXY_MODES, type KubeProxyMode } from '../../api/index.ts';
 
 export const DEFAULT_STATE_DIR = '/run/flowhint';
 
@@ -69,6 +70,8 @@ export const StatusDoc = z.object({
     conntrackTimeout: z.object({ supported: z.boolean(), detail: z.string() }).optional(),
     conntrackAccounting: z.object({ enabled: z.boolean(), detail: z.string() }),
     nodeAddresses: z.array(z.string()),
+    /** The kube-proxy mode found on the node (absent in documents of older agents). */
+    kubeProxyMode: z.enum(KUBE_PROXY_MODES).optional(),
   }),
   table: z.string(),
   devices: z.array(z.string()),
@@ -117,6 +120,8 @@ export interface StatusInput {
     readonly acct: AcctResult;
   };
   readonly nodeAddresses: readonly Address[];
+  /** The kube-proxy mode found on the node (host/kube-proxy-mode.ts); undefined: not read yet. */
+  readonly kubeProxyMode?: KubeProxyMode | undefined;
   /** What is programmed (none yet: undefined) and the flowtable's devices. */
   readonly applied: { readonly state: DesiredState; readonly devices: readonly string[] } | undefined;
   readonly otherFlowtables: readonly Flowtable[];
@@ -139,6 +144,7 @@ export function statusDoc(s: StatusInput): StatusDoc {
       conntrackTimeout: { supported: support.ctTimeout, detail: support.ctTimeoutDetail },
       conntrackAccounting: { enabled: support.acct.enabled, detail: support.acct.detail },
       nodeAddresses: s.nodeAddresses.map((a) => a.addr),
+      ...(s.kubeProxyMode === undefined ? {} : { kubeProxyMode: s.kubeProxyMode }),
     },
     table: `${FAMILY} ${TABLE}`,
     devices: [...(s.applied?.devices ?? [])],
@@ -176,6 +182,8 @@ export function formatStatus(s: StatusDoc): string {
     lines.push(
       `conntrack timeouts (ShortLived): ${s.node.conntrackTimeout.supported ? 'supported' : `DEGRADED: ${s.node.conntrackTimeout.detail}`}`,
     );
+  if (s.node.kubeProxyMode)
+    lines.push(`kube-proxy: ${s.node.kubeProxyMode} (${KUBE_PROXY_MEANING[s.node.kubeProxyMode]})`);
   const devices =
     s.node.mode === 'degraded' ? 'n/a (degraded)' : s.devices.length > 0 ? s.devices.join(', ') : '(none)';
   lines.push(`table: ${s.table}; devices: ${devices}`);

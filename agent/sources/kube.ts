@@ -20,9 +20,7 @@
 import {
   CoreV1Api,
   KubeConfig,
-  Observable,
   makeInformer,
-  type ConfigurationOptions,
   type Informer,
   type KubernetesObject,
   type ObjectCache,
@@ -32,6 +30,7 @@ import type { Logger } from 'pino';
 import { HINT_LABEL } from '../../api/index.ts';
 import { Backoff } from '../../lib/backoff.ts';
 import { FlowhintError, errorMessage } from '../../lib/errors.ts';
+import { deadline } from '../../lib/kube-request.ts';
 import { objectKey, type Source, type SourceSink } from './source.ts';
 
 export interface KubeSourceOptions {
@@ -48,22 +47,6 @@ export interface KubeSourceOptions {
 
 const DEFAULT_BACKOFF = { initialMs: 1000, maxMs: 10_000, resetMs: 120_000 };
 const DEFAULT_LIST_TIMEOUT_MS = 30_000;
-
-/** Request options that abort the request (connect, headers and body) after `ms`. */
-function deadline(ms: number): ConfigurationOptions {
-  return {
-    middleware: [
-      {
-        pre: (ctx) => {
-          ctx.setSignal(AbortSignal.timeout(ms));
-          return new Observable(Promise.resolve(ctx));
-        },
-        post: (res) => new Observable(Promise.resolve(res)),
-      },
-    ],
-    middlewareMergeStrategy: 'append',
-  };
-}
 
 export class KubeSource implements Source {
   readonly name = 'kubernetes';

@@ -33,7 +33,7 @@ t.test('closest: within two edits, else nothing', async (t) => {
   t.equal(closest('xyz', ['status', 'agent']), undefined);
 });
 
-const COMMANDS = ['agent', 'status', 'cleanup', 'webhook', 'backfill', 'certs', 'demo'];
+const COMMANDS = ['agent', 'status', 'cleanup', 'webhook', 'backfill', 'certs', 'demo', 'explain'];
 
 t.test(
   "every command's --help has a Flags section: each flag of the synopsis, described, with its default",
@@ -44,7 +44,7 @@ t.test(
       const [synopsis = '', flags = ''] = r.stdout.split('\nFlags:\n');
       t.ok(flags.length > 0, `${command}: a Flags section`);
       const rows = new Map(
-        [...flags.matchAll(/^ {2}(?:-h, | {4})--([a-z-]+)(?: [A-Z]+)? {2,}(.+)$/gm)].map((m) => [
+        [...flags.matchAll(/^ {2}(?:-[a-z], | {4})--([a-z-]+)(?: [A-Z]+)? {2,}(.+)$/gm)].map((m) => [
           m[1] ?? '',
           m[2] ?? '',
         ]),

@@ -13,7 +13,9 @@
  * - faults on demand: HTTP errors for the next N requests, dropped watch connections,
  *   watches that hang without sending anything, the server refusing connections (`pause`),
  *   and the server accepting but never answering (`unresponsive`);
- * - PATCH of one Service with `application/json-patch+json` (a failing `test` op: 422).
+ * - GET and PATCH of one Service with `application/json-patch+json` (a failing `test` op: 422);
+ * - more resources through `route()` (test/helpers/fake-flowhintnodes.ts: Nodes and the
+ *   FlowhintNode CRD), behind the same faults.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -40,6 +42,20 @@ export interface RequestLog {
   query: Record<string, string>;
 }
 
+/** A handler for more paths: answers and returns true, or returns false. */
+export type Route = (req: IncomingMessage, res: ServerResponse, url: URL) => boolean;
+
+/** Answer a JSON body. */
+export function reply(res: ServerResponse, code: number, body: unknown): void {
+  res.writeHead(code, { 'content-type': 'application/json' });
+  res.end(JSON.stringify(body));
+}
+
+/** A Kubernetes `Status` failure, as the API server answers errors. */
+export function statusFailure(code: number, reason: string, message: string): object {
+  return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', code, reason, message };
+}
+
 export class FakeApiServer {
   private server: Server;
   private rv = 100;
@@ -52,6 +68,7 @@ export class FakeApiServer {
   private silent = false;
   private held = new Set<ServerResponse>();
   readonly requests: RequestLog[] = [];
+  private readonly routes: Route[] = [];
   url = '';
 
   constructor() {
@@ -101,6 +118,16 @@ export class FakeApiServer {
   async stop(): Promise<void> {
     for (const res of this.held) res.destroy();
     await this.pause();
+  }
+
+  /** Serve more paths (tried before the Service paths, after the faults). */
+  route(r: Route): void {
+    this.routes.push(r);
+  }
+
+  /** One Service as stored, or undefined. */
+  get(namespace: string, name: string): Obj | undefined {
+    return this.objects.get(`${namespace}/${name}`);
   }
 
   /** Create or replace an object (ADDED or MODIFIED). */
@@ -245,7 +272,14 @@ export class FakeApiServer {
       );
       return;
     }
+    for (const r of this.routes) if (r(req, res, u)) return;
     const one = /^\/api\/v1\/namespaces\/([^/]+)\/services\/([^/]+)$/.exec(u.pathname);
+    if (one && req.method === 'GET') {
+      const found = this.get(decodeURIComponent(one[1]!), decodeURIComponent(one[2]!));
+      if (found) reply(res, 200, found);
+      else reply(res, 404, statusFailure(404, 'NotFound', `services "${one[2]}" not found`));
+      return;
+    }
     if (one && req.method === 'PATCH') {
       this.patchOne(req, res, decodeURIComponent(one[1]!), decodeURIComponent(one[2]!), query.dryRun === 'All');
       return;

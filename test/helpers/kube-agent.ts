@@ -11,6 +11,9 @@ import { makeNft } from '../../agent/nft/nft.ts';
 import { KubeSource } from '../../agent/sources/kube.ts';
 import { silentLogger } from '../../lib/log.ts';
 import { FakeApiServer } from './fake-apiserver.ts';
+import { FakeFlowhintNodes } from './fake-flowhintnodes.ts';
+import { kubeNodeStatusApi } from '../../agent/report/node-api.ts';
+import { NodeStatusWriter } from '../../agent/report/node-writer.ts';
 import { fakeKubeConfig } from './fake-kube.ts';
 import { createNetns, type Netns } from './netns.ts';
 import { svc, type SvcSpec } from './agent.ts';
@@ -18,6 +21,9 @@ import { expectOffloads, offloads, viewText } from './table-view.ts';
 
 export interface KubeAgent {
   api: FakeApiServer;
+  /** The FAKE's Nodes (node-a) and FlowhintNodes, which the agent's writer reports to. */
+  fhn: FakeFlowhintNodes;
+  nodeStatus: NodeStatusWriter;
   agent: Agent;
   ns: Netns;
   /** `nft list table inet flowhint`, byte for byte. */
@@ -36,6 +42,13 @@ export interface KubeAgentOptions {
   resyncMs?: number;
   syncBackoff?: { initialMs: number; maxMs: number };
   nftBinary?: string;
+  /** The FlowhintNode writer's timings (default: production's). */
+  nodeStatus?: {
+    minIntervalMs?: number;
+    refreshMs?: number;
+    requestTimeoutMs?: number;
+    backoff?: { initialMs: number; maxMs: number };
+  };
 }
 
 /** A hinted Service object as the API server stores it (admitted: annotation and label). */
@@ -51,7 +64,15 @@ export async function startKubeAgent(
   await api.start();
   const ns = createNetns();
   const metrics = createAgentMetrics({ defaultMetrics: false });
+  const fhn = new FakeFlowhintNodes(api);
+  fhn.addNode('node-a');
   const source = new KubeSource({ kubeConfig: fakeKubeConfig(api.url), logger: silentLogger() });
+  const nodeStatus = new NodeStatusWriter({
+    api: kubeNodeStatusApi(fakeKubeConfig(api.url)),
+    node: 'node-a',
+    log: silentLogger(),
+    ...o.nodeStatus,
+  });
   const agent = new Agent({
     run: ns.run,
     nft: makeNft(ns.run, o.nftBinary),
@@ -63,9 +84,11 @@ export async function startKubeAgent(
     counter: true,
     ...(o.resyncMs ? { resyncMs: o.resyncMs } : {}),
     ...(o.syncBackoff ? { backoff: o.syncBackoff } : {}),
+    nodeStatus,
   });
   t.teardown(async () => {
     await agent.stop();
+    fhn.release();
     await api.stop();
     ns.destroy();
   });
@@ -80,6 +103,8 @@ export async function startKubeAgent(
   };
   return {
     api,
+    fhn,
+    nodeStatus,
     agent,
     ns,
     table: () => ns.sh('nft', 'list', 'table', 'inet', 'flowhint'),

@@ -79,7 +79,7 @@ t.test('the entrypoint: --help (the default command) and version', async (t) => 
   const help = spawnSync('buildah', run([], ...(config.Cmd ?? [])), { encoding: 'utf8' });
   t.equal(help.status, 0, help.stderr);
   t.match(help.stdout, /^usage: flowhint <command>/);
-  for (const c of ['webhook', 'agent', 'status', 'cleanup', 'backfill', 'demo', 'certs', 'version'])
+  for (const c of ['webhook', 'agent', 'status', 'cleanup', 'explain', 'backfill', 'demo', 'certs', 'version'])
     t.match(help.stdout, new RegExp(`^  ${c} `, 'm'), `lists ${c}`);
   const version = spawnSync('buildah', run([], 'version'), { encoding: 'utf8' });
   t.equal(version.status, 0);

@@ -62,6 +62,7 @@ WANT="$IPVS4 tcp/80 ipvs,$IPVS4 tcp/7000 ipvs,$IPVS4 udp/53 ipvs,$IPVS6 tcp/80 i
 GOT=$(echo "$S" | jq -r '[.services[] | select(.service == "demo/svc-ipvs") | .notOffloaded[]? | "\(.address) \(.proto)/\(.port) \(.reason)"] | join(",")')
 check "ipvs: status --json lists every IPVS port of demo/svc-ipvs with reason ipvs ($GOT)" [ "$GOT" = "$WANT" ]
 check "ipvs: status --json lists nothing for the DNAT'd demo/svc-a" [ "$(echo "$S" | jq -r '[.services[] | select(.service == "demo/svc-a") | .notOffloaded // [] | length] | add')" = 0 ]
+check "ipvs: status finds kube-proxy's ipvs mode (kube-ipvs0)" [ "$(echo "$S" | jq -r .node.kubeProxyMode)" = ipvs ]
 check "ipvs: flowhint status says it in words" bash -c "ip netns exec $NODE $FH status --state-dir $STATE | grep -q 'not offloaded: $IPVS4 tcp/80, .*: ipvs: an IPVS virtual service'"
 
 nsx $NODE ipvsadm -C

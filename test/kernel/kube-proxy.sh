@@ -91,6 +91,8 @@ YAML
   nsx $NODE conntrack -F 2>/dev/null
   check "kube-proxy $m: agent --once beside kube-proxy exits 0" agent_once
   check "kube-proxy $m: status lists the two hinted Services" [ "$(state_json | jq -r '[.services[].service] | join(",")')" = demo/kp-empty,demo/kp-hinted ]
+  local mode=iptables; [ $m = nft ] && mode=nftables
+  check "kube-proxy $m: status finds kube-proxy's $mode mode" [ "$(state_json | jq -r .node.kubeProxyMode)" = $mode ]
 
   # Hinted, through kube-proxy's DNAT and masquerade: offloaded, and the traffic arrives whole.
   stream_offloaded $m 10.96.5.10 80 "hinted ClusterIP"

@@ -42,6 +42,7 @@ write_service $DIR svc-bad 10.96.0.40 'flowhint.dev/traffic-hint: Turbo'
 check "agent --once exits 0" agent_once
 S=$(state_json)
 check "status: node supported" [ "$(echo "$S" | jq -r .node.mode)" = supported ]
+check "status: a hand-written DNAT table is no kube-proxy mode: unknown" [ "$(echo "$S" | jq -r .node.kubeProxyMode)" = unknown ]
 check "status: conntrack accounting on" [ "$(echo "$S" | jq -r .node.conntrackAccounting.enabled)" = true ]
 check "status: svc-a programmed, svc-b and svc-bad not" [ "$(echo "$S" | jq -r '[.services[].service] | join(",")')" = demo/svc-a ]
 check "status: the invalid hint is reported with its code" [ "$(echo "$S" | jq -r '[.invalid[] | .service + ":" + .code] | join(",")')" = demo/svc-bad:FH_HINT_UNSUPPORTED ]

@@ -5,7 +5,7 @@
 import t from 'tap';
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { ERRORS, FlowhintError } from '../../lib/errors.ts';
+import { ERRORS, FlowhintError, errorMessage, httpStatus } from '../../lib/errors.ts';
 
 const root = new URL('../../', import.meta.url).pathname;
 
@@ -54,4 +54,14 @@ t.test('a catalogue error is named FlowhintError and carries its code', async (t
   t.equal(e.name, 'FlowhintError');
   t.equal(e.code, 'FH_USAGE');
   t.ok(e instanceof Error);
+});
+
+t.test('errorMessage and httpStatus read what a failure carries', async (t) => {
+  t.equal(errorMessage(new Error('boom')), 'boom');
+  t.equal(errorMessage('plain'), 'plain');
+  t.equal(httpStatus({ code: 404, body: '{}' }), 404, "client-node's ApiException: its HTTP status");
+  t.equal(httpStatus(Object.assign(new Error('x'), { code: 'ECONNREFUSED' })), undefined, 'a system error has none');
+  t.equal(httpStatus(new FlowhintError('FH_USAGE', 'x')), undefined, 'nor a catalogue error');
+  t.equal(httpStatus(null), undefined);
+  t.equal(httpStatus(undefined), undefined);
 });

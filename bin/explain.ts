@@ -1,0 +1,124 @@
+/**
+ * `flowhint explain NAMESPACE/NAME` (also `kubectl flowhint explain`, bin/kubectl-flowhint.ts):
+ * reads the Service and every FlowhintNode, and says what happens to its hint
+ * (bin/explanation.ts). The API calls are behind `ExplainApi`, as backfill's are.
+ */
+import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { z } from 'zod';
+import { FlowhintNode, NODE_GROUP, NODE_PLURAL, NODE_VERSION } from '../api/index.ts';
+import { parseFlags } from '../lib/cli.ts';
+import { FlowhintError, errorMessage, httpStatus } from '../lib/errors.ts';
+import { deadline } from '../lib/kube-request.ts';
+import { loadKubeConfig } from '../lib/kubeconfig.ts';
+import { explain, formatExplanation } from './explanation.ts';
+
+/** The part of the API explain reads. */
+export interface ExplainApi {
+  /** The Service, or undefined when there is none. */
+  service(namespace: string, name: string): Promise<unknown>;
+  /** Every FlowhintNode, or 'crd-absent'. */
+  flowhintNodes(): Promise<FlowhintNode[] | 'crd-absent'>;
+}
+
+const REQUEST_TIMEOUT_MS = 30_000;
+
+export function kubeExplainApi(kc: KubeConfig): ExplainApi {
+  const core = kc.makeApiClient(CoreV1Api);
+  const custom = kc.makeApiClient(CustomObjectsApi);
+  return {
+    async service(namespace, name) {
+      try {
+        return await core.readNamespacedService({ namespace, name }, deadline(REQUEST_TIMEOUT_MS));
+      } catch (err) {
+        if (httpStatus(err) === 404) return undefined;
+        throw err;
+      }
+    },
+    async flowhintNodes() {
+      let list: unknown;
+      try {
+        list = await custom.listClusterCustomObject(
+          { group: NODE_GROUP, version: NODE_VERSION, plural: NODE_PLURAL },
+          deadline(REQUEST_TIMEOUT_MS),
+        );
+      } catch (err) {
+        if (httpStatus(err) === 404) return 'crd-absent';
+        throw err;
+      }
+      // An object this version cannot read (an older or newer agent wrote it) counts as a
+      // node without a status, not as no node.
+      const items = z.object({ items: z.array(z.unknown()) }).parse(list).items;
+      return items.flatMap((i) => {
+        const p = FlowhintNode.safeParse(i);
+        if (p.success) return [p.data];
+        const name = z.object({ metadata: z.object({ name: z.string() }) }).safeParse(i);
+        return name.success ? [{ metadata: name.data.metadata, unreadable: true }] : [];
+      });
+    },
+  };
+}
+
+const USAGE = `usage: flowhint explain NAMESPACE/NAME [--namespace NS] [--output text] [--kubeconfig FILE]
+  What happens to a Service's traffic hint: accepted or not and why, on how many nodes it is
+  programmed, which nodes are degraded, which ports are not offloadable where, and what to do.
+  As a kubectl plugin: kubectl flowhint explain NAMESPACE/NAME (or NAME -n NAMESPACE).`;
+
+const Flags = z
+  .object({
+    _: z.array(z.string()),
+    namespace: z.string().min(1).optional(),
+    output: z.enum(['text', 'json']).default('text'),
+    kubeconfig: z.string().min(1).optional(),
+  })
+  .superRefine((f, ctx) => {
+    const [target, ...extra] = f._;
+    if (target === undefined || extra.length > 0)
+      ctx.addIssue({ code: 'custom', path: [], message: 'name one Service: NAMESPACE/NAME, or NAME with --namespace' });
+    else if (!/^([a-z0-9-]{1,63}\/)?[a-z0-9-]{1,63}$/.test(target))
+      ctx.addIssue({ code: 'custom', path: [], message: `${JSON.stringify(target)} is not NAMESPACE/NAME or NAME` });
+  });
+
+/** Namespace and name from `NAMESPACE/NAME`, or `NAME` and --namespace or the kubeconfig's namespace. */
+function target(arg: string, flag: string | undefined, kc: KubeConfig): { namespace: string; name: string } {
+  const [a, b] = arg.split('/');
+  if (b !== undefined) {
+    if (flag !== undefined && flag !== a)
+      throw new FlowhintError('FH_USAGE', `${arg} names namespace ${a ?? ''} but --namespace says ${flag}`);
+    return { namespace: a ?? '', name: b };
+  }
+  const context = kc.getContextObject(kc.getCurrentContext());
+  return { namespace: flag ?? context?.namespace ?? 'default', name: arg };
+}
+
+export async function explainCommand(argv: string[], api?: ExplainApi): Promise<number> {
+  const f = parseFlags(
+    argv,
+    {
+      namespace: { type: 'string', short: 'n', value: 'NS', help: "the namespace of NAME (default: the context's)" },
+      output: { type: 'string', short: 'o', value: 'FORMAT', help: 'text or json', default: 'text' },
+      kubeconfig: {
+        type: 'string',
+        value: 'FILE',
+        help: 'the API server (default: in-cluster, else KUBECONFIG or ~/.kube/config)',
+      },
+    },
+    Flags,
+    USAGE,
+    { positionals: true },
+  );
+  const kc = loadKubeConfig(f.kubeconfig);
+  const { namespace, name } = target(f._[0] ?? '', f.namespace, kc);
+  const client = api ?? kubeExplainApi(kc);
+  const [service, nodes] = await Promise.all([client.service(namespace, name), client.flowhintNodes()]).catch(
+    (err: unknown) => {
+      throw new FlowhintError(
+        'FH_API_FAILED',
+        `cannot read from the API server: ${errorMessage(err).split('\n')[0] ?? ''}`,
+      );
+    },
+  );
+  if (service === undefined) throw new FlowhintError('FH_SERVICE_NOT_FOUND', `service ${namespace}/${name} not found`);
+  const e = explain(service, nodes);
+  process.stdout.write(f.output === 'json' ? `${JSON.stringify(e, null, 2)}\n` : formatExplanation(e));
+  return 0;
+}

@@ -1,0 +1,133 @@
+/**
+ * `flowhint explain` as a user runs it: a child process with a kubeconfig pointing at the
+ * FAKE API server (Services, and the FlowhintNode CRD from test/helpers/fake-flowhintnodes.ts),
+ * also as the kubectl plugin found on PATH, and through kubectl itself where it is installed.
+ */
+import t from 'tap';
+import { execFile, execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { FakeApiServer } from '../helpers/fake-apiserver.ts';
+import type { Obj } from '../helpers/fake-kube.ts';
+import { FakeFlowhintNodes } from '../helpers/fake-flowhintnodes.ts';
+import { fakeKubeConfig } from '../helpers/fake-kube.ts';
+import { svc } from '../helpers/agent.ts';
+import { SOURCE_ENTRY } from '../helpers/child.ts';
+import { nodeStatusFixture } from '../helpers/flowhint-node.ts';
+
+const STATUS = nodeStatusFixture();
+
+async function cluster(t: { teardown: (fn: () => unknown) => void }) {
+  const api = new FakeApiServer();
+  await api.start();
+  const fhn = new FakeFlowhintNodes(api);
+  const dir = mkdtempSync(join(tmpdir(), 'flowhint-explain-'));
+  t.teardown(async () => {
+    await api.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+  const kubeconfig = join(dir, 'kubeconfig');
+  const kc = fakeKubeConfig(api.url);
+  kc.contexts[0] = { ...kc.contexts[0]!, namespace: 'shop' };
+  writeFileSync(kubeconfig, kc.exportConfig());
+  api.apply(svc({ namespace: 'shop', name: 'cart' }) as Obj);
+  for (const n of ['node-a', 'node-b']) {
+    fhn.addNode(n);
+    fhn.put(n, { metadata: { name: n } }, 'flowhint-agent');
+    fhn.put(n, { status: STATUS }, 'flowhint-agent', 'status');
+  }
+  fhn.put(
+    'node-b',
+    { status: { ...STATUS, support: { ...STATUS.support, offload: 'Degraded', reason: 'no nf_flow_table' } } },
+    'flowhint-agent',
+    'status',
+  );
+  // Asynchronous: the fake API server answers from this process.
+  const run = (args: string[], cmd = process.execPath, env: NodeJS.ProcessEnv = {}) =>
+    new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
+      execFile(
+        cmd,
+        cmd === process.execPath ? [SOURCE_ENTRY, ...args] : args,
+        { encoding: 'utf8', env: { ...process.env, KUBECONFIG: kubeconfig, ...env } },
+        (error, out, err) => {
+          resolve({ code: error ? (typeof error.code === 'number' ? error.code : null) : 0, out, err });
+        },
+      );
+    });
+  return { api, fhn, dir, run };
+}
+
+t.test('text and json, NAMESPACE/NAME or NAME with the namespace of the context or -n', async (t) => {
+  const c = await cluster(t);
+  const text = await c.run(['explain', 'shop/cart']);
+  t.equal(text.code, 0, text.err);
+  t.match(text.out, /^shop\/cart: accepted: LongLived: /m);
+  t.match(text.out, /^programmed on 1 of 2 nodes$/m);
+  t.match(text.out, /^ {2}node-b: degraded: no nf_flow_table$/m);
+  const json = await c.run(['explain', 'cart', '--output', 'json']);
+  t.equal(json.code, 0, json.err);
+  const e = JSON.parse(json.out) as {
+    service: string;
+    accepted: boolean;
+    nodes: { total: number; programmed: number };
+  };
+  t.match(e, { service: 'shop/cart', accepted: true, nodes: { total: 2, programmed: 1 } });
+  t.equal((await c.run(['explain', 'cart', '-n', 'shop', '-o', 'json'])).out, json.out);
+});
+
+t.test('a FlowhintNode another version wrote is a node without a readable status, not no node', async (t) => {
+  const c = await cluster(t);
+  c.fhn.putRaw('node-c', { agentVersion: '9.0.0', support: { offload: 'Partial' } });
+  const r = await c.run(['explain', 'shop/cart']);
+  t.equal(r.code, 0, r.err);
+  t.match(r.out, /^programmed on 1 of 3 nodes$/m);
+  t.match(r.out, /^ {2}node-c: not-reported: its status is not one this flowhint reads/m);
+});
+
+t.test('the CRD absent: the hint is still explained, nodes unknown', async (t) => {
+  const c = await cluster(t);
+  c.fhn.crdInstalled = false;
+  const r = await c.run(['explain', 'shop/cart']);
+  t.equal(r.code, 0, r.err);
+  t.match(r.out, /^nodes: unknown \(no FlowhintNode CRD\)$/m);
+  t.match(r.out, /FlowhintNode CRD is not installed/);
+});
+
+t.test('errors: no such Service, the API server failing, a bad argument', async (t) => {
+  const c = await cluster(t);
+  const missing = await c.run(['explain', 'shop/nope']);
+  t.equal(missing.code, 1);
+  t.equal(missing.err, 'flowhint: FH_SERVICE_NOT_FOUND: service shop/nope not found\n');
+  c.fhn.refuse = 500;
+  const failing = await c.run(['explain', 'shop/cart']);
+  t.equal(failing.code, 1);
+  t.match(failing.err, /^flowhint: FH_API_FAILED: cannot read from the API server: /);
+  for (const args of [['explain'], ['explain', 'a/b/c'], ['explain', 'a', 'b'], ['explain', 'x/y', '-n', 'z']]) {
+    const r = await c.run(args);
+    t.equal(r.code, 2, `${args.join(' ')}: ${r.err}`);
+    t.match(r.err, /^flowhint: FH_USAGE: /);
+  }
+});
+
+t.test('the kubectl plugin: kubectl-flowhint on PATH, and kubectl flowhint where kubectl is installed', async (t) => {
+  const c = await cluster(t);
+  const bin = join(c.dir, 'bin');
+  execFileSync('mkdir', [bin]);
+  symlinkSync(new URL('../../bin/kubectl-flowhint.ts', import.meta.url).pathname, join(bin, 'kubectl-flowhint'));
+  // Node 24 first on PATH: the plugin's #!/usr/bin/env node.
+  const PATH = `${bin}:${dirname(process.execPath)}:${process.env.PATH ?? ''}`;
+  const direct = await c.run(['explain', 'shop/cart'], 'kubectl-flowhint', { PATH });
+  t.equal(direct.code, 0, direct.err);
+  t.match(direct.out, /^programmed on 1 of 2 nodes$/m);
+  const kubectl = spawnSync('sh', ['-c', 'command -v kubectl'], { encoding: 'utf8' }).stdout.trim();
+  if (!kubectl) {
+    t.comment('kubectl is not installed here: the plugin was run as kubectl runs it, from PATH');
+    return;
+  }
+  const listed = await c.run(['plugin', 'list'], kubectl, { PATH });
+  t.match(listed.out, /kubectl-flowhint/);
+  const via = await c.run(['flowhint', 'explain', 'shop/cart'], kubectl, { PATH });
+  t.equal(via.code, 0, via.err);
+  t.equal(via.out, direct.out, 'kubectl flowhint explain says the same');
+});

@@ -150,7 +150,7 @@ export class Agent {
     };
     every(this.o.resyncMs ?? 3_600_000, async () => this.requestFull());
     every(this.o.devicePollMs ?? 2_000, () => this.pollHost());
-    every(this.o.reprobeMs ?? 60_000, () => this.node.reprobe());
+    every(this.o.reprobeMs ?? 60_000, () => Promise.all([this.node.reprobe(), this.observer.kubeProxyMode()]));
     every(this.o.conntrackPollMs ?? 15_000, () => this.refreshOffloadMetrics());
     this.runner.start();
     this.runner.request();
@@ -269,6 +269,9 @@ export class Agent {
       const fail = (err: unknown) =>
         this.log.warn({ err: errorMessage(err) }, 'cannot read IPVS services and local addresses');
       await this.observer.localDelivery(target).catch(fail);
+      await this.observer
+        .kubeProxyMode()
+        .catch((err: unknown) => this.log.warn({ err: errorMessage(err) }, 'cannot read the kube-proxy mode'));
     }
     if (!this.node.acct.enabled) await this.node.ensureAccounting();
   }
@@ -287,8 +290,10 @@ export class Agent {
     const applied = this.programmer.applied;
     if (!applied) return undefined;
     const counts = await this.observer.refresh(applied.state, this.programmer.devices);
-    this.offloaded = counts && [...counts.values()].reduce((a, b) => a + b, 0);
-    this.o.nodeStatus?.request();
+    const offloaded = counts && [...counts.values()].reduce((a, b) => a + b, 0);
+    // The FlowhintNode is recomputed (O(Services)) only when the count moved.
+    if (offloaded !== this.offloaded) this.o.nodeStatus?.request();
+    this.offloaded = offloaded;
     return counts;
   }
 

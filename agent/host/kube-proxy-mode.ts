@@ -8,8 +8,8 @@
  *   (legacy iptables is not visible to nft: that node reads `unknown`);
  * - `unknown`: none of these (another Service proxy, or kube-proxy not started yet).
  *
- * Three small reads, no rule listing: a node with 10,000 Services answers as fast as an
- * empty one. Classification is pure; `readKubeProxyMode` is the I/O (through the Runner, so
+ * At most three small reads, cheapest first, and the chain is listed only when an `ip nat`
+ * table exists and no kube-proxy table answered already. Classification is pure; `readKubeProxyMode` is the I/O (through the Runner, so
  * `--netns` reads the right namespace). Used for status only: it never changes what the
  * agent programs (IPVS ports are found per port by host/local-delivery.ts).
  */
@@ -47,16 +47,18 @@ export function parseTables(json: string): string[] {
 
 export async function readKubeProxyMode(run: Runner): Promise<KubeProxyMode> {
   const opts = { timeoutMs: 10_000 };
-  const [tables, chain, device] = await Promise.all([
-    run(['nft', '-j', 'list', 'tables'], opts),
-    run(['nft', 'list', 'chain', 'ip', 'nat', 'KUBE-POSTROUTING'], opts),
-    run(['ip', 'link', 'show', 'kube-ipvs0'], opts),
-  ]);
-  let names: string[];
+  const none = { tables: [], iptablesChains: false, ipvsDevice: false };
+  if ((await run(['ip', 'link', 'show', 'kube-ipvs0'], opts)).code === 0)
+    return kubeProxyMode({ ...none, ipvsDevice: true });
+  const listed = await run(['nft', '-j', 'list', 'tables'], opts);
+  let tables: string[];
   try {
-    names = tables.code === 0 ? parseTables(tables.stdout) : [];
+    tables = listed.code === 0 ? parseTables(listed.stdout) : [];
   } catch {
-    names = [];
+    tables = [];
   }
-  return kubeProxyMode({ tables: names, iptablesChains: chain.code === 0, ipvsDevice: device.code === 0 });
+  const mode = kubeProxyMode({ ...none, tables });
+  if (mode !== 'unknown' || !tables.includes('ip nat')) return mode;
+  const chain = await run(['nft', 'list', 'chain', 'ip', 'nat', 'KUBE-POSTROUTING'], opts);
+  return kubeProxyMode({ ...none, tables, iptablesChains: chain.code === 0 });
 }

@@ -70,18 +70,9 @@ export class Observer {
     return counts;
   }
 
-  /**
-   * Which programmed ports this node delivers locally (IPVS mode): status, metric, one log
-   * line per change. And the kube-proxy mode, for status.
-   */
+  /** Which programmed ports this node delivers locally (IPVS mode): status, metric, one log line per change. */
   async localDelivery(state: DesiredState): Promise<void> {
-    const [view, mode] = await Promise.all([readLocalDelivery(this.o.run), readKubeProxyMode(this.o.run)]);
-    if (mode !== this.kubeProxy) {
-      this.o.log.info({ kubeProxyMode: mode }, 'kube-proxy mode found');
-      this.kubeProxy = mode;
-      this.o.changed();
-    }
-    const now = localDelivery(state, view);
+    const now = localDelivery(state, await readLocalDelivery(this.o.run));
     this.o.metrics.notOffloadablePorts.reset();
     for (const [service, list] of now) {
       for (const reason of new Set(list.map((b) => b.reason))) {
@@ -104,6 +95,18 @@ export class Observer {
       [...now].some(([k, v]) => JSON.stringify(v) !== JSON.stringify(this.bypassed.get(k)));
     this.bypassed = now;
     if (changed) this.o.changed();
+  }
+
+  /**
+   * The node's kube-proxy mode, for status: read after full syncs and on the agent's re-probe
+   * (a minute), not with every conntrack poll; it changes only when kube-proxy is redeployed.
+   */
+  async kubeProxyMode(): Promise<void> {
+    const mode = await readKubeProxyMode(this.o.run);
+    if (mode === this.kubeProxy) return;
+    this.o.log.info({ kubeProxyMode: mode }, 'kube-proxy mode found');
+    this.kubeProxy = mode;
+    this.o.changed();
   }
 
   /** Other flowtables on our devices: status, metric, one log line per change. */

@@ -216,36 +216,25 @@ export class FakeApiServer {
     req.on('end', () => {
       const key = `${namespace}/${name}`;
       const current = this.objects.get(key);
-      const reply = (code: number, o: unknown) => {
-        res.writeHead(code, { 'content-type': 'application/json' });
-        res.end(JSON.stringify(o));
-      };
       if (!current) {
-        reply(404, { kind: 'Status', apiVersion: 'v1', status: 'Failure', code: 404, reason: 'NotFound' });
+        reply(res, 404, statusFailure(404, 'NotFound', `services "${name}" not found`));
         return;
       }
       const ops = JSON.parse(body) as fjp.Operation[];
       this.patches.push({ key, contentType: req.headers['content-type'] ?? '', ops });
       if (req.headers['content-type'] !== 'application/json-patch+json') {
-        reply(415, { kind: 'Status', code: 415 });
+        reply(res, 415, statusFailure(415, 'UnsupportedMediaType', 'the fake patches Services with JSON Patch only'));
         return;
       }
       let next: Obj;
       try {
         next = fjp.applyPatch(structuredClone(current), ops, true, false).newDocument;
       } catch (err) {
-        reply(422, {
-          kind: 'Status',
-          apiVersion: 'v1',
-          status: 'Failure',
-          code: 422,
-          reason: 'Invalid',
-          message: String(err),
-        });
+        reply(res, 422, statusFailure(422, 'Invalid', String(err)));
         return;
       }
       if (!dryRun) this.apply(next);
-      reply(200, this.objects.get(key));
+      reply(res, 200, this.objects.get(key));
     });
   }
 
@@ -260,16 +249,7 @@ export class FakeApiServer {
     }
     const status = this.failures.shift();
     if (status !== undefined) {
-      res.writeHead(status, { 'content-type': 'application/json' });
-      res.end(
-        JSON.stringify({
-          kind: 'Status',
-          apiVersion: 'v1',
-          status: 'Failure',
-          code: status,
-          message: 'injected failure',
-        }),
-      );
+      reply(res, status, statusFailure(status, 'Injected', 'injected failure'));
       return;
     }
     for (const r of this.routes) if (r(req, res, u)) return;
@@ -318,9 +298,6 @@ export class FakeApiServer {
       return;
     }
     const items = [...this.objects.values()].filter((o) => matches(o, selector));
-    res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(
-      JSON.stringify({ kind: 'ServiceList', apiVersion: 'v1', metadata: { resourceVersion: String(this.rv) }, items }),
-    );
+    reply(res, 200, { kind: 'ServiceList', apiVersion: 'v1', metadata: { resourceVersion: String(this.rv) }, items });
   }
 }

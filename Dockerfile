@@ -42,6 +42,8 @@ COPY --from=deps /app/node_modules ./node_modules
 COPY package.json ./
 COPY --from=build /app/dist ./dist
 COPY manifests/examples ./manifests/examples
+# `flowhint` on PATH, so `kubectl exec POD -- flowhint status` works as the docs say.
+RUN chmod 0755 /app/dist/bin/flowhint.js && ln -s /app/dist/bin/flowhint.js /usr/local/bin/flowhint
 ENV NODE_ENV=production NODE_COMPILE_CACHE=/tmp/node-compile-cache
 USER 65532:65532
 ENTRYPOINT ["node", "/app/dist/bin/flowhint.js"]

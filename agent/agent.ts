@@ -26,11 +26,13 @@ import { intake } from './state/intake.ts';
 import { Refusals, type Refusal } from './state/refusals.ts';
 import { NftError, type Nft } from './nft/nft.ts';
 import { Programmer } from './nft/programmer.ts';
-import { sameShape, shapeOf } from './nft/names.ts';
+import { DEFAULT_CT_MARK, DEFAULT_SHORT_MARK, sameShape, shapeOf } from './nft/names.ts';
 import { FAMILY, TABLE } from './nft/transaction.ts';
 import type { DeviceFilter } from './host/devices.ts';
 import { HostPoll } from './host/host-poll.ts';
 import { NodeSupport } from './host/node-support.ts';
+import { restoreAccounting } from './host/accounting.ts';
+import type { MarkBits } from './host/conntrack.ts';
 import type { AgentMetrics } from './report/metrics.ts';
 import { Observer } from './report/observe.ts';
 import { statusDoc, type StatusDoc, type SyncKind, type SyncResult } from './report/status.ts';
@@ -59,6 +61,8 @@ export interface AgentOptions {
   counter: boolean;
   /** The conntrack mark bit for LongLived connections (`--ct-mark-bit`); render.ts's default if absent. */
   ctMark?: number;
+  /** The conntrack mark bit for ShortLived connections (`--short-lived-mark-bit`). */
+  shortMark?: number;
   stateDir?: string | undefined;
   resyncMs?: number;
   minSyncIntervalMs?: number;
@@ -96,6 +100,7 @@ export class Agent {
   private resolveSynced!: () => void;
   private rejectSynced!: (err: Error) => void;
   lastSync: SyncResult | undefined;
+  private readonly marks: MarkBits;
 
   constructor(o: AgentOptions) {
     this.o = o;
@@ -110,7 +115,8 @@ export class Agent {
     this.node = new NodeSupport({ ...shared, upgrade: () => this.requestFull(), programmed });
     this.programmer = new Programmer({ ...shared, support: this.node });
     this.host = new HostPoll(shared);
-    this.observer = new Observer({ ...shared, changed: () => this.changed() });
+    const marks = (this.marks = { long: o.ctMark ?? DEFAULT_CT_MARK, short: o.shortMark ?? DEFAULT_SHORT_MARK });
+    this.observer = new Observer({ ...shared, marks, changed: () => this.changed() });
     this.runner = new BoundedRunner({
       minIntervalMs: o.minSyncIntervalMs ?? 100,
       backoff: new Backoff(o.backoff ?? { initialMs: 1_000, maxMs: 60_000 }),
@@ -128,7 +134,7 @@ export class Agent {
   async prepare(): Promise<void> {
     await this.node.probeFlowtable();
     await this.node.probeTimeouts();
-    await this.node.ensureAccounting();
+    await this.node.recordAccounting();
     this.desired = withNodeAddresses(this.desired, await this.host.addresses());
     await this.o.source.start({
       events: (events) => this.onEvents(events),
@@ -185,6 +191,10 @@ export class Agent {
       .remove()
       .catch((err: unknown) => this.log.warn({ err: errorMessage(err) }, 'cleanup: delete table failed'));
     this.log.info({ table: `${FAMILY} ${TABLE}` }, 'table removed (--cleanup-on-exit)');
+    this.log.info(
+      { detail: await restoreAccounting(this.o.run, this.o.stateDir) },
+      'conntrack accounting after cleanup',
+    );
   }
 
   /** A refusal (by the reader or the source), or `undefined`: the refusal no longer holds. */
@@ -273,7 +283,7 @@ export class Agent {
         .kubeProxyMode()
         .catch((err: unknown) => this.log.warn({ err: errorMessage(err) }, 'cannot read the kube-proxy mode'));
     }
-    if (!this.node.acct.enabled) await this.node.ensureAccounting();
+    if (!this.node.acct.enabled) await this.node.checkAccounting(shapeOf(target).long);
   }
 
   /** Devices and node addresses: a change becomes a sync (devices in place; NodePorts re-addressed). */
@@ -304,6 +314,7 @@ export class Agent {
       support: this.node,
       nodeAddresses: this.desired.nodeAddresses,
       kubeProxyMode: this.observer.kubeProxy,
+      marks: this.marks,
       applied: this.programmer.applied && { state: this.programmer.applied.state, devices: this.programmer.devices },
       otherFlowtables: this.observer.others,
       bypassed: this.observer.bypassed,

@@ -18,6 +18,8 @@ import { requireNetns } from './host/netns.ts';
 import { createAgentMetrics } from './report/metrics.ts';
 import { makeNft } from './nft/nft.ts';
 import { DELETE_TABLE } from './nft/render.ts';
+import { restoreAccounting } from './host/accounting.ts';
+import { DEFAULT_STATE_DIR } from './report/status.ts';
 import { FileSource } from './sources/files.ts';
 import { AGENT_FLAGS, AGENT_USAGE, AgentFlags } from './cli-flags.ts';
 import { NodeStatusWriter } from './report/node-writer.ts';
@@ -71,6 +73,7 @@ export async function agentCommand(argv: string[]): Promise<number> {
       nodeAddresses: f['node-address'],
       counter: !f['no-flowtable-counter'],
       ctMark: f['ct-mark-bit'],
+      shortMark: f['short-lived-mark-bit'],
       stateDir: f['state-dir'],
       resyncMs: f['resync-seconds'] * 1000,
       nodeStatus,
@@ -156,18 +159,29 @@ async function kubeParts(f: z.infer<typeof AgentFlags>, nodeName: string, logger
 export async function cleanupCommand(argv: string[]): Promise<number> {
   const f = parseFlags(
     argv,
-    { netns: { type: 'string', value: 'NAME', help: 'the named network namespace (ip netns) instead of the host' } },
+    {
+      netns: { type: 'string', value: 'NAME', help: 'the named network namespace (ip netns) instead of the host' },
+      'state-dir': {
+        type: 'string',
+        value: 'DIR',
+        help: "the agent's --state-dir, where it recorded nf_conntrack_acct as it found it",
+        default: DEFAULT_STATE_DIR,
+      },
+    },
     z.object({
       netns: netnsName,
+      'state-dir': z.string().default(DEFAULT_STATE_DIR),
     }),
-    'usage: flowhint cleanup [--netns NAME]',
+    'usage: flowhint cleanup [--netns NAME] [--state-dir DIR]',
   );
-  const nft = makeNft(netnsRunner(f.netns));
+  const run = netnsRunner(f.netns);
+  const nft = makeNft(run);
   if ((await nft.read()) === undefined) {
     process.stderr.write('flowhint: table inet flowhint does not exist; nothing to clean up\n');
-    return 0;
+  } else {
+    await nft.apply(DELETE_TABLE);
+    process.stderr.write('flowhint: deleted table inet flowhint\n');
   }
-  await nft.apply(DELETE_TABLE);
-  process.stderr.write('flowhint: deleted table inet flowhint\n');
+  process.stderr.write(`flowhint: ${await restoreAccounting(run, f['state-dir'])}\n`);
   return 0;
 }

@@ -11,6 +11,8 @@ export interface Page {
   method: string;
   header: string[];
   rows: Array<Array<string | number>>;
+  /** Further tables, each under its own heading. */
+  sections?: Array<{ heading: string; method: string; header: string[]; rows: Array<Array<string | number>> }>;
   /** The benchmark's final JSON line. */
   json: Record<string, unknown>;
 }
@@ -39,6 +41,16 @@ export function writePage(file: string, p: Page): void {
     line(p.header.map(() => '---')),
     ...p.rows.map(line),
     '',
+    ...(p.sections ?? []).flatMap((s) => [
+      `## ${s.heading}`,
+      '',
+      s.method,
+      '',
+      line(s.header),
+      line(s.header.map(() => '---')),
+      ...s.rows.map(line),
+      '',
+    ]),
     'The JSON line:',
     '',
     '```',

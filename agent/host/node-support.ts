@@ -9,13 +9,8 @@ import type { Logger } from 'pino';
 import type { Conditions } from '../../lib/conditions.ts';
 import type { Runner } from '../../lib/exec.ts';
 import type { Nft } from '../nft/nft.ts';
-import {
-  ensureConntrackAccounting,
-  probeCtTimeout,
-  probeFlowtable,
-  type AcctResult,
-  type ProbeResult,
-} from './probe.ts';
+import { probeCtTimeout, probeFlowtable, type ProbeResult } from './probe.ts';
+import { checkAccounting, readAcct, recordAcct, type AcctResult } from './accounting.ts';
 
 /** The gauges this class sets (the agent's metrics, report/metrics.ts, have them). */
 export interface SupportGauges {
@@ -34,6 +29,8 @@ export interface NodeSupportOptions {
   upgrade: () => void;
   /** Whether a ruleset has been programmed yet. */
   programmed: () => boolean;
+  /** Where the accounting value found before the first ruleset is recorded (`--state-dir`). */
+  stateDir?: string | undefined;
 }
 
 export class NodeSupport {
@@ -43,6 +40,8 @@ export class NodeSupport {
   ctTimeout = false;
   ctTimeoutDetail = '';
   acct: AcctResult = { enabled: false, detail: 'not checked yet' };
+  /** nf_conntrack_acct as found before flowhint's first ruleset on this node boot. */
+  private acctFound: number | undefined;
 
   constructor(o: NodeSupportOptions) {
     this.o = o;
@@ -95,13 +94,24 @@ export class NodeSupport {
     if (!this.ctTimeout) await this.probeTimeouts();
   }
 
-  /** Set `nf_conntrack_acct=1` if it is not; says so once per change. */
-  async ensureAccounting(): Promise<void> {
-    this.acct = await ensureConntrackAccounting(this.o.run);
+  /** Before the first ruleset: record the accounting value found (once per node boot). */
+  async recordAccounting(): Promise<void> {
+    const now = await readAcct(this.o.run);
+    if ('value' in now) this.acctFound = await recordAcct(this.o.stateDir, now.value);
+    await this.checkAccounting(false);
+  }
+
+  /**
+   * Accounting now; `needed`: LongLived ports are programmed, whose `ct packets` rules turn
+   * it on in the kernel (set by hand only if they did not). One log line per change.
+   */
+  async checkAccounting(needed: boolean): Promise<void> {
+    this.acct = await checkAccounting(this.o.run, this.acctFound, needed);
     this.o.metrics.conntrackAccounting.set(this.acct.enabled ? 1 : 0);
-    if (!this.o.conditions.changed('acct', `${this.acct.enabled}:${this.acct.detail}`)) return;
+    const state = `${this.acct.enabled}:${needed && !this.acct.enabled}`;
+    if (!this.o.conditions.changed('acct', state)) return;
     if (this.acct.enabled) this.o.log.info({ detail: this.acct.detail }, 'conntrack accounting on');
-    else
+    else if (needed)
       this.o.log.error(
         { detail: this.acct.detail },
         'conntrack accounting is off: offload-after-packets thresholds cannot pass',

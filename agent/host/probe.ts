@@ -1,9 +1,8 @@
 /**
  * Kernel probe, as Calico does: validate, in the kernel, a throwaway table with a flowtable
- * and a `flow add` rule, using `nft -c` so nothing is ever committed. And conntrack
- * accounting, which `ct packets` thresholds need.
+ * and a `flow add` rule, using `nft -c` so nothing is ever committed (conntrack accounting:
+ * host/accounting.ts).
  */
-import type { Runner } from '../../lib/exec.ts';
 import type { Nft } from '../nft/nft.ts';
 import { add, type Transaction } from '../nft/transaction.ts';
 
@@ -49,32 +48,4 @@ async function probe(nft: Nft, transaction: Transaction): Promise<ProbeResult> {
   if (r.failure === 'missing-binary') return { supported: false, reason: 'the nft binary is not installed' };
   const first = r.stderr.split('\n').find((l) => l.includes('Error')) ?? r.stderr.trim();
   return { supported: false, reason: first.replace(/^.*Error: /, '') || 'nft -c failed' };
-}
-
-export interface AcctResult {
-  enabled: boolean;
-  /** What the agent did or why it could not. */
-  detail: string;
-}
-
-const ACCT = 'net.netfilter.nf_conntrack_acct';
-
-/** Ensure `net.netfilter.nf_conntrack_acct=1` in this network namespace. */
-export async function ensureConntrackAccounting(run: Runner): Promise<AcctResult> {
-  const read = await run(['sysctl', '-n', ACCT]);
-  if (read.code !== 0) {
-    return {
-      enabled: false,
-      detail: `cannot read ${ACCT}: ${read.stderr.trim() || `exit ${read.code}`} (is nf_conntrack loaded?)`,
-    };
-  }
-  if (read.stdout.trim() === '1') return { enabled: true, detail: `${ACCT} is 1` };
-  const write = await run(['sysctl', '-w', `${ACCT}=1`]);
-  if (write.code !== 0) {
-    return {
-      enabled: false,
-      detail: `${ACCT} is 0 and could not be set (${write.stderr.trim()}); ct packets thresholds never pass, so nothing is offloaded. Mount /proc/sys/net/netfilter writable or set it on the node`,
-    };
-  }
-  return { enabled: true, detail: `set ${ACCT}=1 (was 0)` };
 }

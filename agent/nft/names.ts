@@ -21,6 +21,12 @@ export const SHORT_MAP = { ip: 'short4', ip6: 'short6' } as const;
 export const NEW_PRIORITY = -110;
 /** The conntrack mark bit that says "a LongLived port": `--ct-mark-bit`. */
 export const DEFAULT_CT_MARK = 0x2000;
+/**
+ * The bit that says "a ShortLived port" (`--short-lived-mark-bit`): set with the timeout at
+ * the first packet, so the agent counts those entries with a dump the kernel filters
+ * (`conntrack -L --mark BIT/BIT`) instead of reading the node's whole table.
+ */
+export const DEFAULT_SHORT_MARK = 0x1000;
 /** Bound on the counting sets; stale addresses are pruned at each full sync. */
 export const SEEN_SIZE = 65536;
 
@@ -34,6 +40,8 @@ export interface RenderOptions {
   readonly ctTimeout?: boolean;
   /** The conntrack mark bit for LongLived connections (a power of two); DEFAULT_CT_MARK if absent. */
   readonly ctMark?: number;
+  /** The conntrack mark bit for ShortLived connections; DEFAULT_SHORT_MARK if absent. */
+  readonly shortMark?: number;
 }
 
 /** Which hints are in use: what decides the table's base chains and flowtable. */

@@ -109,7 +109,12 @@ function exprText(e: unknown): string {
 /** One statement of a rule in nft's text, so the listing compares with what render.ts wrote. */
 function statementText(s: Record<string, unknown>): string {
   const m = s.match as { op?: string; left?: unknown; right?: unknown } | undefined;
-  if (m) return `${exprText(m.left)} ${m.op === '==' || m.op === 'in' ? '' : `${m.op} `}${valueText(m.right)}`;
+  if (m) {
+    // nft leaves `==` out of what it prints, except after a bitwise test (`ct mark & 12288 == 8192`).
+    const masked = !!m.left && typeof m.left === 'object' && '&' in m.left;
+    const op = (m.op === '==' && !masked) || m.op === 'in' ? '' : `${m.op} `;
+    return `${exprText(m.left)} ${op}${valueText(m.right)}`;
+  }
   const vmap = s.vmap as { key?: unknown; data?: unknown } | undefined;
   if (vmap) return `${exprText(vmap.key)} vmap ${valueText(vmap.data)}`;
   const set = s.set as { op?: string; elem?: unknown; set?: unknown } | undefined;

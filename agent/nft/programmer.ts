@@ -36,6 +36,7 @@ export interface ProgrammerOptions {
   /** The flowtable `counter` flag, and the conntrack mark bit (render.ts's default if absent). */
   counter: boolean;
   ctMark?: number | undefined;
+  shortMark?: number | undefined;
 }
 
 export class Programmer {
@@ -49,8 +50,12 @@ export class Programmer {
 
   /** How to render with these flowtable devices now. */
   render(devices: readonly string[]): RenderOptions {
-    const { support, counter, ctMark } = this.o;
-    const flags = { counter, ...(ctMark === undefined ? {} : { ctMark }) };
+    const { support, counter, ctMark, shortMark } = this.o;
+    const flags = {
+      counter,
+      ...(ctMark === undefined ? {} : { ctMark }),
+      ...(shortMark === undefined ? {} : { shortMark }),
+    };
     return { flowtable: support.flowtable, ctTimeout: support.ctTimeout, devices, ...flags };
   }
 

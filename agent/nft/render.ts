@@ -10,16 +10,18 @@
  *
  * Why it is shaped so (docs/architecture.md, "The ruleset", has the whole reasoning):
  * - decisions at a connection's first packet, in `type nat` chains at -110 (before
- *   kube-proxy's DNAT), which established packets never meet; a LongLived port sets one
- *   conntrack mark bit, a ShortLived port attaches its timeout policy;
- * - one mark test per forwarded packet (`classify`); marked connections go on to `hinted`,
+ *   kube-proxy's DNAT), which established packets never meet; a hinted connection gets
+ *   flowhint's conntrack mark bit (so the agent reads its own connections from one
+ *   kernel-filtered dump), a ShortLived one also the ShortLived bit and its timeout policy;
+ * - one mark test per forwarded packet (`classify`: the flowhint bit without the ShortLived
+ *   bit); LongLived connections go on to `hinted`,
  *   which matches the conntrack original tuple of DNAT'd connections only (`ct status dnat`:
  *   IPVS connections must never be offloaded);
  * - only what the hints in use need: no hint, no base chain and no flowtable;
  * - chains shared per rule list, because nft fetches every chain before each command.
  *
  * Nothing user-controlled is rendered: only validated addresses, ports and protocols,
- * validated device names, the mark bit (a power of two), and hex hashes.
+ * validated device names, the mark bits (powers of two), and hex hashes.
  */
 import type { Address } from '../state/address.ts';
 import type { ChainSpec, DesiredState, LongElement, Rule } from '../state/desired.ts';
@@ -33,6 +35,7 @@ import { add, del, flush, toText, type Hook, type Op, type Transaction } from '.
 import {
   BASE_CHAIN,
   DEFAULT_CT_MARK,
+  DEFAULT_SHORT_MARK,
   FLOWTABLE,
   HINTED_CHAIN,
   LONG_SET,
@@ -49,8 +52,8 @@ import {
   type Shape,
 } from './names.ts';
 
-function markBit(o: RenderOptions): string {
-  const m = o.ctMark ?? DEFAULT_CT_MARK;
+function markBit(o: RenderOptions, which: 'long' | 'short' = 'long'): string {
+  const m = which === 'long' ? (o.ctMark ?? DEFAULT_CT_MARK) : (o.shortMark ?? DEFAULT_SHORT_MARK);
   if (!isMarkBit(m)) throw new Error(`refusing to render conntrack mark ${m}: not a single bit`);
   return String(m);
 }
@@ -95,13 +98,16 @@ function shortChainOps(name: string, c: ShortChain, o: RenderOptions): Op[] {
   const states =
     c.proto === 'udp' ? ['unreplied', 'replied'] : ['fin_wait', 'close_wait', 'last_ack', 'time_wait', 'close'];
   const ops = [add(chain), flush(chain)];
-  if (o.ctTimeout === false) return ops;
+  // Both bits: the flowhint bit makes it one of the agent's connections (the one kernel-filtered
+  // conntrack dump it reads), the ShortLived bit keeps it out of `classify`'s goto.
+  const mark = `ct mark set ct mark | ${Number(markBit(o)) | Number(markBit(o, 'short'))}`;
+  if (o.ctTimeout === false) return [...ops, add({ type: 'rule', chain: chain.name, rule: mark })];
   const timeout = add({
     type: 'ct timeout',
     name: obj,
     spec: { protocol: c.proto, l3proto: c.family, policy: Object.fromEntries(states.map((s) => [s, secs])) },
   });
-  return [timeout, ...ops, add({ type: 'rule', chain: chain.name, rule: `ct timeout set "${obj}"` })];
+  return [timeout, ...ops, add({ type: 'rule', chain: chain.name, rule: `${mark} ct timeout set "${obj}"` })];
 }
 
 function shortElement(key: string, goto?: string): Op['obj'] {
@@ -133,6 +139,7 @@ const NEW_KEY = { ip: 'ipv4_addr . inet_proto . inet_service', ip6: 'ipv6_addr .
 /** The base chains (and `hinted`) a shape needs, each with its hook and rules, in the order they are written. */
 function fixedChains(shape: Shape, o: RenderOptions): Array<{ name: string; base?: Hook; rules: string[] }> {
   const bit = markBit(o);
+  const both = Number(bit) | Number(markBit(o, 'short'));
   const short = [`${TUPLE.ip} vmap @${SHORT_MAP.ip}`, `${TUPLE.ip6} vmap @${SHORT_MAP.ip6}`];
   const nat = (hook: string): Hook => ({ type: 'nat', hook, priority: NEW_PRIORITY });
   return [
@@ -148,7 +155,8 @@ function fixedChains(shape: Shape, o: RenderOptions): Array<{ name: string; base
           {
             name: BASE_CHAIN,
             base: { type: 'filter' as const, hook: 'forward', priority: 10 },
-            rules: [`ct mark & ${bit} != 0 goto ${HINTED_CHAIN}`],
+            // LongLived connections only (flowhint bit set, ShortLived bit not): still one test.
+            rules: [`ct mark & ${both} == ${bit} goto ${HINTED_CHAIN}`],
           },
         ]
       : []),

@@ -1,12 +1,12 @@
 /**
  * What the agent watches besides its own table, for metrics, status and one log line per
  * change: offload decisions per Service (the counting sets), offloaded connections and
- * conntrack entries per Service (`conntrack -L`), ports this node delivers locally (IPVS,
+ * conntrack entries per Service (kernel-filtered `conntrack -L`, host/conntrack.ts), ports this node delivers locally (IPVS,
  * local addresses) and other owners' flowtables on our devices. Reads only; never programs.
  */
 import type { Logger } from 'pino';
 import type { Runner } from '../../lib/exec.ts';
-import { countByService, entriesByService, readConntrack } from '../host/conntrack.ts';
+import { readConntrackCounts, type MarkBits } from '../host/conntrack.ts';
 import type { DesiredState } from '../state/desired.ts';
 import { BYPASS_DETAIL, bypassText, localDelivery, readLocalDelivery, type Bypass } from '../host/local-delivery.ts';
 import type { AgentMetrics } from './metrics.ts';
@@ -30,6 +30,8 @@ export interface ObserverOptions {
   log: Logger;
   /** Something the status shows changed. */
   changed: () => void;
+  /** The mark bits the ruleset sets, which the conntrack dumps filter on. */
+  marks: MarkBits;
 }
 
 export class Observer {
@@ -60,14 +62,13 @@ export class Observer {
     }
     await this.localDelivery(applied);
     await this.otherFlowtables(devices);
-    const dests = await readConntrack(this.o.run);
-    if (!dests) return undefined;
-    const counts = countByService(applied, dests);
+    const counts = await readConntrackCounts(this.o.run, applied, this.o.marks);
+    if (!counts) return undefined;
     m.offloadedConnections.reset();
-    for (const [service, n] of counts) m.offloadedConnections.set({ service }, n);
+    for (const [service, n] of counts.offloaded) m.offloadedConnections.set({ service }, n);
     m.conntrackEntries.reset();
-    for (const [service, n] of entriesByService(applied, dests)) m.conntrackEntries.set({ service }, n);
-    return counts;
+    for (const [service, n] of counts.entries) m.conntrackEntries.set({ service }, n);
+    return counts.offloaded;
   }
 
   /** Which programmed ports this node delivers locally (IPVS mode): status, metric, one log line per change. */

@@ -8,7 +8,7 @@ import { netnsName, parseFlags } from '../../lib/cli.ts';
 import { netnsRunner } from '../../lib/exec.ts';
 import { parseAddress } from '../state/address.ts';
 import { buildDesired } from '../state/desired.ts';
-import { countByService, entriesByService, readConntrack } from '../host/conntrack.ts';
+import { DEFAULT_MARKS, readConntrackCounts } from '../host/conntrack.ts';
 import { DEFAULT_STATE_DIR, formatStatus, readStatus } from './status.ts';
 
 const StatusFlags = z.object({
@@ -36,25 +36,23 @@ export async function statusCommand(argv: string[]): Promise<number> {
     return 1;
   }
   // Offloaded-now counts are read live from conntrack, not from the file.
-  const dests = await readConntrack(netnsRunner(f.netns));
-  if (dests) {
-    const state = buildDesired(
-      doc.services.map((s) => ({
-        key: s.service,
-        hint: s.hint,
-        threshold: s.threshold,
-        timeout: s.timeoutSeconds,
-        vips: s.addresses.flatMap((a) => parseAddress(a) ?? []),
-        ports: s.ports.map(portMatch),
-        nodePorts: s.nodePorts.map(portMatch),
-      })),
-      doc.node.nodeAddresses.flatMap((a) => parseAddress(a) ?? []),
-    );
-    const counts = countByService(state, dests);
-    const entries = entriesByService(state, dests);
+  const state = buildDesired(
+    doc.services.map((s) => ({
+      key: s.service,
+      hint: s.hint,
+      threshold: s.threshold,
+      timeout: s.timeoutSeconds,
+      vips: s.addresses.flatMap((a) => parseAddress(a) ?? []),
+      ports: s.ports.map(portMatch),
+      nodePorts: s.nodePorts.map(portMatch),
+    })),
+    doc.node.nodeAddresses.flatMap((a) => parseAddress(a) ?? []),
+  );
+  const counts = await readConntrackCounts(netnsRunner(f.netns), state, doc.node.conntrackMarks ?? DEFAULT_MARKS);
+  if (counts) {
     for (const s of doc.services) {
-      if (s.hint === 'ShortLived') s.conntrackEntries = entries.get(s.service) ?? 0;
-      else s.offloadedNow = counts.get(s.service) ?? 0;
+      if (s.hint === 'ShortLived') s.conntrackEntries = counts.entries.get(s.service) ?? 0;
+      else s.offloadedNow = counts.offloaded.get(s.service) ?? 0;
     }
   }
   // A document whose agent has exited is its last word, not the node's state now.

@@ -9,7 +9,8 @@ import type { Address } from '../state/address.ts';
 import type { DesiredState } from '../state/desired.ts';
 import { BYPASS_DETAIL, bypassText, type Bypass } from '../host/local-delivery.ts';
 import { OTHER_FLOWTABLE_DETAIL, flowtableText, type Flowtable } from '../host/other-flowtables.ts';
-import type { AcctResult } from '../host/probe.ts';
+import type { AcctResult } from '../host/accounting.ts';
+import type { MarkBits } from '../host/conntrack.ts';
 import { FAMILY, TABLE } from '../nft/transaction.ts';
 import { KUBE_PROXY_MEANING, KUBE_PROXY_MODES, type KubeProxyMode } from '../../api/index.ts';
 
@@ -72,6 +73,8 @@ export const StatusDoc = z.object({
     nodeAddresses: z.array(z.string()),
     /** The kube-proxy mode found on the node (absent in documents of older agents). */
     kubeProxyMode: z.enum(KUBE_PROXY_MODES).optional(),
+    /** The conntrack mark bits the ruleset sets; `flowhint status` filters its dumps on them (absent from older agents). */
+    conntrackMarks: z.object({ long: z.number().int(), short: z.number().int() }).optional(),
   }),
   table: z.string(),
   devices: z.array(z.string()),
@@ -122,6 +125,8 @@ export interface StatusInput {
   readonly nodeAddresses: readonly Address[];
   /** The kube-proxy mode found on the node (host/kube-proxy-mode.ts); undefined: not read yet. */
   readonly kubeProxyMode?: KubeProxyMode | undefined;
+  /** The conntrack mark bits the ruleset sets. */
+  readonly marks?: MarkBits | undefined;
   /** What is programmed (none yet: undefined) and the flowtable's devices. */
   readonly applied: { readonly state: DesiredState; readonly devices: readonly string[] } | undefined;
   readonly otherFlowtables: readonly Flowtable[];
@@ -145,6 +150,7 @@ export function statusDoc(s: StatusInput): StatusDoc {
       conntrackAccounting: { enabled: support.acct.enabled, detail: support.acct.detail },
       nodeAddresses: s.nodeAddresses.map((a) => a.addr),
       ...(s.kubeProxyMode === undefined ? {} : { kubeProxyMode: s.kubeProxyMode }),
+      ...(s.marks ? { conntrackMarks: { long: s.marks.long, short: s.marks.short } } : {}),
     },
     table: `${FAMILY} ${TABLE}`,
     devices: [...(s.applied?.devices ?? [])],

@@ -18,6 +18,7 @@
  *   FlowhintNode CRD), behind the same faults.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createTlsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import fjp from 'fast-json-patch';
 import { matches, type Obj } from './fake-kube.ts';
@@ -71,16 +72,27 @@ export class FakeApiServer {
   private readonly routes: Route[] = [];
   url = '';
 
-  constructor() {
-    this.server = createServer((req, res) => this.handle(req, res));
+  private readonly host: string;
+  private readonly scheme: 'http' | 'https';
+
+  /** Plain HTTP on loopback by default; `tls` serves HTTPS, as a real API server, on `host`. */
+  constructor(o: { tls?: { cert: string; key: string }; host?: string } = {}) {
+    const handler = (req: IncomingMessage, res: ServerResponse) => this.handle(req, res);
+    this.server = o.tls ? createTlsServer({ cert: o.tls.cert, key: o.tls.key }, handler) : createServer(handler);
+    this.host = o.host ?? '127.0.0.1';
+    this.scheme = o.tls ? 'https' : 'http';
   }
 
   private port = 0;
 
   async start(): Promise<void> {
-    await new Promise<void>((r) => this.server.listen(this.port, '127.0.0.1', r));
+    await new Promise<void>((r) => this.server.listen(this.port, this.host, r));
     this.port = (this.server.address() as AddressInfo).port;
-    this.url = `http://127.0.0.1:${this.port}`;
+    this.url = `${this.scheme}://${this.host}:${this.port}`;
+  }
+
+  get listenPort(): number {
+    return this.port;
   }
 
   /** The API server goes away: connections refused, open watches reset. State is kept. */

@@ -1,7 +1,17 @@
-/** conntrack -L parsing and per-Service counts, on lines Debian's 6.1 kernel printed in the VM (test/kernel). */
+/**
+ * conntrack -L parsing and per-Service counts, on lines Debian's 6.1 kernel printed in the VM
+ * (test/kernel); the dump the agent asks for (one, of flowhint's mark bit, which every hinted
+ * connection carries; none when nothing is hinted), read as a stream where the runner can.
+ */
 import t from 'tap';
 import { parseAddress } from '../../../agent/state/address.ts';
-import { conntrackDestinations, countByService, entriesByService } from '../../../agent/host/conntrack.ts';
+import {
+  conntrackDestinations,
+  countByService,
+  entriesByService,
+  readConntrackCounts,
+} from '../../../agent/host/conntrack.ts';
+import type { Runner } from '../../../lib/exec.ts';
 import { buildDesired } from '../../../agent/state/desired.ts';
 import { entry } from '../../helpers/agent.ts';
 
@@ -25,8 +35,8 @@ t.test('destinations: TCP and UDP entries by original destination, offloaded or 
   ]);
 });
 
-t.test('counts: offloaded per LongLived Service, every entry per ShortLived Service', async (t) => {
-  const state = buildDesired(
+const state = () =>
+  buildDesired(
     [
       entry({
         name: 'web',
@@ -38,15 +48,69 @@ t.test('counts: offloaded per LongLived Service, every entry per ShortLived Serv
     ],
     [parseAddress('10.0.1.1')!],
   );
+
+t.test('counts: offloaded per LongLived Service, every entry per ShortLived Service', async (t) => {
   const dests = conntrackDestinations(LINES);
   t.same(
-    Object.fromEntries(countByService(state, dests)),
+    Object.fromEntries(countByService(state(), dests)),
     { 'default/web': 2, 'default/idle': 0 },
     'the TIME_WAIT entry is not offloaded; ShortLived Services are not counted here',
   );
   t.same(
-    Object.fromEntries(entriesByService(state, dests)),
+    Object.fromEntries(entriesByService(state(), dests)),
     { 'default/dns': 2 },
     'both DNS entries, offloaded or not',
   );
+});
+
+/** A runner that answers each mark filter with the lines of LINES the kernel would keep for it. */
+function fakeConntrack(marked: Record<string, string[]>, streaming: boolean) {
+  const calls: string[][] = [];
+  const answer = (argv: readonly string[]) => {
+    calls.push([...argv]);
+    const mark = argv[argv.indexOf('--mark') + 1] ?? 'none';
+    return { lines: marked[mark] ?? [], code: mark in marked ? 0 : 1 };
+  };
+  const run: Runner = async (argv) => {
+    const a = answer(argv);
+    return { code: a.code, stdout: a.lines.join('\n'), stderr: '' };
+  };
+  if (streaming)
+    run.lines = async (argv, onLine) => {
+      const a = answer(argv);
+      a.lines.forEach(onLine);
+      return { code: a.code, stdout: '', stderr: '' };
+    };
+  return { run, calls };
+}
+
+const lines = LINES.split('\n');
+for (const streaming of [true, false]) {
+  t.test(`reads one kernel-filtered dump of flowhint's bit (${streaming ? 'streamed' : 'whole'})`, async (t) => {
+    // Every hinted connection carries 0x2000 (ShortLived ones 0x1000 besides): the kernel keeps
+    // them all for 0x2000/0x2000, and nothing else (the ICMP entry is not flowhint's).
+    const { run, calls } = fakeConntrack({ '0x2000/0x2000': [...lines.slice(0, 5), lines[6]!] }, streaming);
+    const counts = await readConntrackCounts(run, state(), { long: 0x2000, short: 0x1000 });
+    t.same(calls, [['conntrack', '-L', '--mark', '0x2000/0x2000']], 'one dump, both counts');
+    t.same(Object.fromEntries(counts!.offloaded), { 'default/web': 2, 'default/idle': 0 });
+    t.same(Object.fromEntries(counts!.entries), { 'default/dns': 2 });
+  });
+}
+
+t.test('the configured bit; no dump when nothing is hinted; undefined when conntrack fails', async (t) => {
+  const longOnly = buildDesired([entry({ name: 'web', clusterIPs: ['10.96.0.10'], ports: [{ port: 80 }] })], []);
+  const { run, calls } = fakeConntrack({ '0x4/0x4': [lines[0]!] }, true);
+  const counts = await readConntrackCounts(run, longOnly, { long: 0x4, short: 0x8 });
+  t.same(calls, [['conntrack', '-L', '--mark', '0x4/0x4']]);
+  t.same(Object.fromEntries(counts!.offloaded), { 'default/web': 1 });
+  const shortOnly = buildDesired([entry({ name: 'dns', hint: 'ShortLived', clusterIPs: ['10.96.0.53'] })], []);
+  const short = fakeConntrack({ '0x4/0x4': [] }, true);
+  await readConntrackCounts(short.run, shortOnly, { long: 0x4, short: 0x8 });
+  t.same(short.calls, [['conntrack', '-L', '--mark', '0x4/0x4']], 'ShortLived connections carry the flowhint bit too');
+  const idle = fakeConntrack({}, true);
+  await readConntrackCounts(idle.run, buildDesired([], []));
+  t.same(idle.calls, [], 'nothing hinted: no dump');
+  const none = await readConntrackCounts(fakeConntrack({}, true).run, buildDesired([], []));
+  t.same(none && { offloaded: [...none.offloaded], entries: [...none.entries] }, { offloaded: [], entries: [] });
+  t.equal(await readConntrackCounts(fakeConntrack({}, true).run, longOnly), undefined, 'conntrack failed');
 });

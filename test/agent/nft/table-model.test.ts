@@ -49,7 +49,7 @@ t.test('parseListing: the model of a real listing', async (t) => {
   t.same(r.ctTimeouts.size, 4);
   t.same(
     r.chains.get('classify'),
-    { base: { hook: 'forward', priority: 10 }, rules: ['ct mark & 8192 != 0 goto hinted'] },
+    { base: { hook: 'forward', priority: 10 }, rules: ['ct mark & 12288 == 8192 goto hinted'] },
     'one mark test per forwarded packet',
   );
   t.same(r.chains.get('hinted'), {
@@ -176,8 +176,8 @@ t.test('content differences are named', async (t) => {
     ['set long6 has fd00::99 . tcp . 22, which it should not'],
   );
   t.match(
-    diffOf((o) => rules(o).forEach((s) => s.match?.right === 0 && (s.match.right = 1))),
-    [/chain classify has rules \[ct mark & 8192 != 1 goto hinted\]/],
+    diffOf((o) => rules(o).forEach((s) => s.match?.right === 8192 && (s.match.right = 8193))),
+    [/chain classify has rules \[ct mark & 12288 == 8193 goto hinted\]/],
     'a changed mark test',
   );
   t.match(

@@ -31,6 +31,7 @@ import { FAMILY, TABLE } from './nft/transaction.ts';
 import type { DeviceFilter } from './host/devices.ts';
 import { HostPoll } from './host/host-poll.ts';
 import { NodeSupport } from './host/node-support.ts';
+import { markLive } from './host/live-marks.ts';
 import { restoreAccounting } from './host/accounting.ts';
 import type { MarkBits } from './host/conntrack.ts';
 import type { AgentMetrics } from './report/metrics.ts';
@@ -96,6 +97,8 @@ export class Agent {
   /** Offloaded connections on the node at the last conntrack poll; undefined if unknown. */
   private offloaded: number | undefined;
   private stopped = false;
+  /** Marking the live connections of newly hinted Services (host/live-marks.ts), one batch after another. */
+  private marking: Promise<void> = Promise.resolve();
   private readonly syncedOnce: Promise<void>;
   private resolveSynced!: () => void;
   private rejectSynced!: (err: Error) => void;
@@ -134,6 +137,7 @@ export class Agent {
   async prepare(): Promise<void> {
     await this.node.probeFlowtable();
     await this.node.probeTimeouts();
+    await this.node.readTimeouts();
     await this.node.recordAccounting();
     this.desired = withNodeAddresses(this.desired, await this.host.addresses());
     await this.o.source.start({
@@ -156,7 +160,7 @@ export class Agent {
     };
     every(this.o.resyncMs ?? 3_600_000, async () => this.requestFull());
     every(this.o.devicePollMs ?? 2_000, () => this.pollHost());
-    every(this.o.reprobeMs ?? 60_000, () => Promise.all([this.node.reprobe(), this.observer.kubeProxyMode()]));
+    every(this.o.reprobeMs ?? 60_000, () => this.reprobe());
     every(this.o.conntrackPollMs ?? 15_000, () => this.refreshOffloadMetrics());
     this.runner.start();
     this.runner.request();
@@ -168,6 +172,11 @@ export class Agent {
   private changed(): void {
     this.status.soon();
     this.o.nodeStatus?.request();
+  }
+
+  /** Re-probe what the node supports, its conntrack timeouts and kube-proxy's mode (the one-minute loop; tests). */
+  async reprobe(): Promise<void> {
+    await Promise.all([this.node.reprobe(), this.observer.kubeProxyMode()]);
   }
 
   /** The next sync is full (the periodic resync, support that appeared, tests). */
@@ -182,6 +191,7 @@ export class Agent {
     await this.o.nodeStatus?.stop();
     await this.o.source.stop();
     await this.runner.stop();
+    await this.marking;
     await this.status.flush();
     if (!options.cleanup) {
       this.log.info('stopped; rules left in place so offloaded connections continue');
@@ -237,7 +247,7 @@ export class Agent {
     const apply = () =>
       kind === 'full'
         ? this.programmer.full(target, () => this.host.devices())
-        : this.programmer.partial(target, keys, devices);
+        : this.programmer.partial(target, keys, devices, () => this.host.devices());
     const done = (r: { ok: boolean; drift?: boolean; error?: string }): SyncResult => ({
       kind,
       durationMs: performance.now() - started,
@@ -284,6 +294,19 @@ export class Agent {
         .catch((err: unknown) => this.log.warn({ err: errorMessage(err) }, 'cannot read the kube-proxy mode'));
     }
     if (!this.node.acct.enabled) await this.node.checkAccounting(shapeOf(target).long);
+    const added = this.programmer.addedLong;
+    if (added.length > 0)
+      this.marking = this.marking
+        .then(() => markLive(this.o.run, added, this.marks.long, this.log, () => this.stopped))
+        .then(
+          () => undefined,
+          (err: unknown) => this.log.warn({ err: errorMessage(err) }, 'marking live connections failed'),
+        );
+  }
+
+  /** Resolves when the live connections of every hint programmed so far are marked (--once, tests). */
+  async marked(): Promise<void> {
+    await this.marking;
   }
 
   /** Devices and node addresses: a change becomes a sync (devices in place; NodePorts re-addressed). */

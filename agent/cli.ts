@@ -97,6 +97,7 @@ export async function agentCommand(argv: string[]): Promise<number> {
       await running.prepare();
       if (!f.once) return undefined;
       const r = await running.sync();
+      await running.marked();
       await running.refreshOffloadMetrics().catch(() => undefined);
       return r;
     };

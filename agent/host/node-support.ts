@@ -1,7 +1,8 @@
 /**
  * What this node's kernel supports, probed and re-probed: flowtables (else degraded: no
  * offload, everything else programmed), `ct timeout` objects (else ShortLived keeps the
- * kernel's timeouts) and conntrack accounting (else thresholds never pass). Each is a gauge,
+ * kernel's timeouts) and conntrack accounting (else thresholds never pass); and the node's
+ * conntrack timeouts, which ShortLived policies start from (a change reprograms them). Each is a gauge,
  * a line in the status document, and one log line when it changes; support that appears
  * while the agent runs asks for a full sync (`upgrade`), which upgrades the ruleset in place.
  */
@@ -11,6 +12,8 @@ import type { Runner } from '../../lib/exec.ts';
 import type { Nft } from '../nft/nft.ts';
 import { probeCtTimeout, probeFlowtable, type ProbeResult } from './probe.ts';
 import { checkAccounting, readAcct, recordAcct, type AcctResult } from './accounting.ts';
+import { readNodeTimeouts } from './node-timeouts.ts';
+import { nodeTimeoutsKey, type NodeTimeouts } from '../state/timeout-policy.ts';
 
 /** The gauges this class sets (the agent's metrics, report/metrics.ts, have them). */
 export interface SupportGauges {
@@ -39,6 +42,10 @@ export class NodeSupport {
   flowtableDetail = '';
   ctTimeout = false;
   ctTimeoutDetail = '';
+  /** The node's conntrack timeouts, which ShortLived policies start from; undefined before the first read. */
+  nodeTimeouts: NodeTimeouts | undefined;
+  /** Why some of them could not be read (empty: all were). */
+  nodeTimeoutsProblem = '';
   acct: AcctResult = { enabled: false, detail: 'not checked yet' };
   /** nf_conntrack_acct as found before flowhint's first ruleset on this node boot. */
   private acctFound: number | undefined;
@@ -77,6 +84,24 @@ export class NodeSupport {
     });
   }
 
+  /**
+   * Read the node's conntrack timeouts. A change after the first ruleset asks for a full
+   * sync: ShortLived policies carry them, and a policy object cannot change in place.
+   */
+  async readTimeouts(): Promise<void> {
+    const r = await readNodeTimeouts(this.o.run);
+    const was = this.nodeTimeouts;
+    this.nodeTimeouts = r.timeouts;
+    this.nodeTimeoutsProblem = r.problem;
+    const key = nodeTimeoutsKey(r.timeouts);
+    if (!this.o.conditions.changed('node-timeouts', `${key}|${r.problem}`)) return;
+    if (r.problem) this.o.log.warn({ problem: r.problem }, 'node conntrack timeouts partly unreadable');
+    if (was && nodeTimeoutsKey(was) !== key && this.o.programmed()) {
+      this.o.log.info({ timeouts: r.timeouts }, 'node conntrack timeouts changed; reprogramming ShortLived policies');
+      this.o.upgrade();
+    }
+  }
+
   /** One log line per change; support that appears after the first sync upgrades the ruleset. */
   private report(name: string, p: ProbeResult, was: boolean, say: { appeared: string; missing: string }): void {
     if (!this.o.conditions.changed(name, String(p.supported))) return;
@@ -92,6 +117,7 @@ export class NodeSupport {
   async reprobe(): Promise<void> {
     if (!this.flowtable) await this.probeFlowtable();
     if (!this.ctTimeout) await this.probeTimeouts();
+    await this.readTimeouts();
   }
 
   /** Before the first ruleset: record the accounting value found (once per node boot). */

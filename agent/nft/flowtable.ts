@@ -5,7 +5,7 @@
  */
 import { FLOWTABLE, isRenderableDevice, type RenderOptions } from './names.ts';
 import type { TableModel } from './table-model.ts';
-import { add, del, type Op } from './transaction.ts';
+import { add, del, flush, type Op } from './transaction.ts';
 
 const flowtable = (devices?: readonly string[], counter?: boolean) => ({
   type: 'flowtable' as const,
@@ -33,6 +33,23 @@ export function flowtableOps(o: RenderOptions, current: TableModel | undefined):
     before.push(...deviceOps(existing.devices, o.devices));
   }
   return { before, after };
+}
+
+/**
+ * Every offloaded flow back to the slow path: the flowtable deleted and created again in one
+ * transaction. A flowtable entry outlives the rules that made it (it ends on FIN/RST, idle
+ * timeout, device down, conntrack death or the flowtable's deletion), so this is how a
+ * removed LongLived hint stops bypassing netfilter within one sync. The rules that name the
+ * flowtable (`chains`, the shared offload chains) are flushed first; the caller adds them
+ * back after. Still-hinted connections are offloaded again at their next packet: their
+ * `ct packets` are past the threshold already.
+ */
+export function recreateOps(o: RenderOptions, chains: readonly string[]): Op[] {
+  return [
+    ...chains.map((name) => flush({ type: 'chain', name })),
+    del(flowtable()),
+    add(flowtable(o.devices, o.counter)),
+  ];
 }
 
 /** Add and remove flowtable devices in place, so offloaded flows on the others stay offloaded. */

@@ -5,6 +5,7 @@
  * builds transactions from these; the agent, drift and the reports read them.
  */
 import type { DesiredState } from '../state/desired.ts';
+import type { NodeTimeouts } from '../state/timeout-policy.ts';
 
 export const FLOWTABLE = 'fastpath';
 /** The forward base chain (one mark test per packet) and the chain it sends marked connections to. */
@@ -38,6 +39,8 @@ export interface RenderOptions {
   readonly counter: boolean;
   /** The kernel supports `ct timeout` objects. When false, ShortLived chains stay empty (degraded). */
   readonly ctTimeout?: boolean;
+  /** The node's conntrack timeouts, which ShortLived policies start from; the kernel's defaults if absent. */
+  readonly nodeTimeouts?: NodeTimeouts;
   /** The conntrack mark bit for LongLived connections (a power of two); DEFAULT_CT_MARK if absent. */
   readonly ctMark?: number;
   /** The conntrack mark bit for ShortLived connections; DEFAULT_SHORT_MARK if absent. */

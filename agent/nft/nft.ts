@@ -69,7 +69,8 @@ const ListingJson = z.looseObject({
       'ct timeout': Named.extend({
         protocol: z.enum(['tcp', 'udp']).optional(),
         l3proto: z.enum(['ip', 'ip6']).optional(),
-        policy: z.record(z.string(), z.number()).optional(),
+        // `null` when every state has the kernel's default (a policy that shortens nothing on this node).
+        policy: z.record(z.string(), z.number()).nullable().optional(),
       }).optional(),
     }),
   ),

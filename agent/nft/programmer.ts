@@ -8,17 +8,23 @@
  * - `partial`: only the chains and elements of the Services that changed (diff +
  *   deltaTransaction), and the flowtable's devices in place when they changed.
  *
+ * Device changes always go in a transaction of their own, after the Services': a veth that
+ * vanished since the last poll (a short-lived Job's pod) fails only that one, which is
+ * retried at once with the devices listed again. Service changes never wait for a device.
+ *
  * A failed transaction changes nothing (nft transactions are atomic), so `applied` is
  * updated only after one succeeds.
  */
 import type { Logger } from 'pino';
 import { emptyState, type DesiredState } from '../state/desired.ts';
-import { diff, isEmptyDelta } from '../state/delta.ts';
+import { addedLong, diff, isEmptyDelta } from '../state/delta.ts';
 import { drift } from './drift.ts';
 import type { Nft } from './nft.ts';
 import { FLOWTABLE, shapeOf, type RenderOptions } from './names.ts';
+import type { NodeTimeouts } from '../state/timeout-policy.ts';
+import type { LongElement } from '../state/desired.ts';
 import { deviceOps } from './flowtable.ts';
-import { DELETE_TABLE, deltaTransaction, fullTransaction } from './render.ts';
+import { DELETE_TABLE, deltaTransaction, fullTransaction, marksAlready } from './render.ts';
 
 /** What is programmed: the state, and how it was rendered (support, devices, flags). */
 export interface Applied {
@@ -32,7 +38,11 @@ export interface ProgrammerOptions {
   /** The counters this class adds to (the agent's metrics have them). */
   metrics: { driftRepairs: { inc(): void }; devicesMissing: { inc(n?: number): void } };
   /** What the kernel supports now (host/node-support.ts keeps it current). */
-  support: { readonly flowtable: boolean; readonly ctTimeout: boolean };
+  support: {
+    readonly flowtable: boolean;
+    readonly ctTimeout: boolean;
+    readonly nodeTimeouts?: NodeTimeouts | undefined;
+  };
   /** The flowtable `counter` flag, and the conntrack mark bit (render.ts's default if absent). */
   counter: boolean;
   ctMark?: number | undefined;
@@ -43,6 +53,8 @@ export class Programmer {
   private readonly o: ProgrammerOptions;
   /** What the last successful transaction programmed; undefined before the first. */
   applied: Applied | undefined;
+  /** The LongLived elements the last successful sync added (host/live-marks.ts marks their live connections). */
+  addedLong: readonly LongElement[] = [];
 
   constructor(o: ProgrammerOptions) {
     this.o = o;
@@ -56,7 +68,8 @@ export class Programmer {
       ...(ctMark === undefined ? {} : { ctMark }),
       ...(shortMark === undefined ? {} : { shortMark }),
     };
-    return { flowtable: support.flowtable, ctTimeout: support.ctTimeout, devices, ...flags };
+    const node = support.nodeTimeouts ? { nodeTimeouts: support.nodeTimeouts } : {};
+    return { flowtable: support.flowtable, ctTimeout: support.ctTimeout, devices, ...node, ...flags };
   }
 
   /** The flowtable's devices as last programmed. */
@@ -84,43 +97,89 @@ export class Programmer {
         'table differs from what flowhint last programmed (drift); repairing',
       );
     }
+    // An existing flowtable keeps the devices it has in this transaction; a change of them
+    // follows in its own (inPlace).
+    const existing = flowtable && shapeOf(target).long ? current?.flowtables.get(FLOWTABLE)?.devices : undefined;
+    const first = existing ? [...existing] : devices;
     try {
-      await nft.apply(fullTransaction(target, render(devices), current));
+      await nft.apply(fullTransaction(target, render(first), current));
     } catch (err) {
-      if (!flowtable) throw err;
-      // A device named in the transaction may have vanished since listing: prune, retry once.
+      if (!flowtable || existing) throw err;
+      // Creating the flowtable: a device named may have vanished since listing: prune, retry once.
       const again = await listDevices();
       if (again.join(',') === devices.join(',')) throw err;
-      metrics.devicesMissing.inc(devices.filter((d) => !again.includes(d)).length);
-      log.warn({ before: devices, now: again }, 'devices changed during the sync; retrying once with the current list');
+      this.vanished(devices, again);
       devices = again;
       await nft.apply(fullTransaction(target, render(devices), await nft.read()));
     }
-    this.applied = { state: target, options: render(devices) };
+    // New to the kernel, not to this process: after a restart, the table found has marked
+    // new connections all along, and its live ones are marked already.
+    this.addedLong = addedLong(undefined, target).filter((e) => !marksAlready(current, e));
+    this.applied = { state: target, options: render(existing ? first : devices) };
+    if (existing) await this.inPlace(devices, listDevices);
     return differences.length > 0;
   }
 
-  /** The Services `keys` as in `target`, and the flowtable's devices if `devices` is given. */
+  /**
+   * The flowtable's devices to `wanted`, in place, in a transaction of their own. A device
+   * that vanished since it was listed fails it: list again and retry once with those.
+   */
+  private async inPlace(wanted: readonly string[], listDevices: () => Promise<string[]>): Promise<void> {
+    const { nft, log } = this.o;
+    const applied = this.applied;
+    if (!applied) return;
+    const before = applied.options.devices;
+    // The kernel drops a deleted device from the flowtable by itself: start from what it holds now.
+    const inKernel = async () => (await nft.read())?.flowtables.get(FLOWTABLE)?.devices ?? before;
+    let devices = wanted;
+    const ops = deviceOps(await inKernel(), devices);
+    if (ops.length === 0 && devices.join(',') === before.join(',')) return;
+    try {
+      if (ops.length > 0) await nft.apply(ops);
+    } catch (err) {
+      const again = await listDevices();
+      if (again.join(',') === devices.join(',')) throw err;
+      this.vanished(devices, again);
+      devices = again;
+      await nft.apply(deviceOps(await inKernel(), devices));
+    }
+    this.applied = { state: applied.state, options: { ...applied.options, devices } };
+    const added = devices.filter((d) => !before.includes(d));
+    log.info({ added, removed: before.filter((d) => !devices.includes(d)) }, 'flowtable devices updated in place');
+  }
+
+  /** Devices listed for a transaction that were gone by the time it ran. */
+  private vanished(listed: readonly string[], now: readonly string[]): void {
+    this.o.metrics.devicesMissing.inc(listed.filter((d) => !now.includes(d)).length);
+    this.o.log.warn({ before: listed, now }, 'devices changed during the sync; retrying once with the current list');
+  }
+
+  /**
+   * The Services `keys` as in `target`; then, in a transaction of its own, the flowtable's
+   * devices if `devices` is given (`listDevices` lists them again if one vanished).
+   */
   async partial(
     target: DesiredState,
     keys: ReadonlySet<string>,
     devices: readonly string[] | undefined,
+    listDevices: () => Promise<string[]> = async () => [...(devices ?? [])],
   ): Promise<undefined> {
-    const { nft, log } = this.o;
     const before = this.devices;
-    // The flowtable exists only while a LongLived Service does (a partial sync keeps the shape).
-    const ft = devices && shapeOf(target).long;
-    // The kernel drops a deleted device from the flowtable by itself: start from what it holds now.
-    const inKernel = ft ? ((await nft.read())?.flowtables.get(FLOWTABLE)?.devices ?? before) : [];
-    const options = this.render(devices ?? before);
+    // The node's timeouts as programmed: a change of them waits for the full sync it asked for
+    // (a partial sync deletes ct timeout objects by the names they were created with).
+    const programmed = this.applied?.options.nodeTimeouts;
+    const options = { ...this.render(before), ...(programmed ? { nodeTimeouts: programmed } : {}) };
     const delta = diff(this.applied?.state ?? emptyState(), target, keys);
-    const elements = isEmptyDelta(delta) ? [] : deltaTransaction(delta, options);
-    await nft.apply([...(ft ? deviceOps(inKernel, devices) : []), ...elements]);
-    if (ft) {
-      const added = devices.filter((d) => !before.includes(d));
-      log.info({ added, removed: before.filter((d) => !devices.includes(d)) }, 'flowtable devices updated in place');
-    }
-    this.applied = { state: target, options };
+    // A LongLived port removed: the flowtable is recreated with the devices it has now (the
+    // kernel drops a deleted device by itself), which evicts the removed hint's flows.
+    const evict = delta.removeLong.length > 0 && options.flowtable && shapeOf(target).long;
+    const inKernel = evict ? (await this.o.nft.read())?.flowtables.get(FLOWTABLE)?.devices : undefined;
+    const now = inKernel ? { ...options, devices: [...inKernel] } : options;
+    if (!isEmptyDelta(delta)) await this.o.nft.apply(deltaTransaction(delta, now, evict ? target.chains : undefined));
+    this.addedLong = delta.addLong;
+    this.applied = { state: target, options: now };
+    // The flowtable exists only while a LongLived Service does (a partial sync keeps the shape).
+    if (devices && shapeOf(target).long) await this.inPlace(devices, listDevices);
     return undefined;
   }
 

@@ -28,10 +28,11 @@ import type { ChainSpec, DesiredState, LongElement, Rule } from '../state/desire
 import type { Delta } from '../state/delta.ts';
 import { longOf } from '../state/delta.ts';
 import { keyToAddress } from '../state/address.ts';
-import { parseElementKey, timeoutObjectName, type ShortChain } from '../state/short-lived.ts';
+import { parseElementKey, type ShortChain } from '../state/short-lived.ts';
+import { KERNEL_TIMEOUTS, shortPolicy, timeoutObjectName } from '../state/timeout-policy.ts';
 import type { TableModel } from './table-model.ts';
-import { flowtableOps } from './flowtable.ts';
-import { add, del, flush, toText, type Hook, type Op, type Transaction } from './transaction.ts';
+import { flowtableOps, recreateOps } from './flowtable.ts';
+import { add, del, flush, keyText, toText, type Hook, type Op, type Transaction } from './transaction.ts';
 import {
   BASE_CHAIN,
   DEFAULT_CT_MARK,
@@ -93,10 +94,10 @@ function chainOps(name: string, c: ChainSpec, o: RenderOptions): Op[] {
 /** The ct timeout object and the chain that sets it, for one (family, protocol, seconds). */
 function shortChainOps(name: string, c: ShortChain, o: RenderOptions): Op[] {
   const chain = { type: 'chain', name: chainId(name) } as const;
-  const obj = timeoutObjectName(chain.name);
-  const secs = Number(int(c.seconds, 1, 600));
-  const states =
-    c.proto === 'udp' ? ['unreplied', 'replied'] : ['fin_wait', 'close_wait', 'last_ack', 'time_wait', 'close'];
+  const node = o.nodeTimeouts ?? KERNEL_TIMEOUTS;
+  const obj = timeoutObjectName(chain.name, node);
+  const policy = shortPolicy(c.proto, Number(int(c.seconds, 1, 600)), node);
+  for (const v of Object.values(policy)) int(v, 1, 2 ** 31 - 1);
   const ops = [add(chain), flush(chain)];
   // Both bits: the flowhint bit makes it one of the agent's connections (the one kernel-filtered
   // conntrack dump it reads), the ShortLived bit keeps it out of `classify`'s goto.
@@ -105,7 +106,7 @@ function shortChainOps(name: string, c: ShortChain, o: RenderOptions): Op[] {
   const timeout = add({
     type: 'ct timeout',
     name: obj,
-    spec: { protocol: c.proto, l3proto: c.family, policy: Object.fromEntries(states.map((s) => [s, secs])) },
+    spec: { protocol: c.proto, l3proto: c.family, policy },
   });
   return [timeout, ...ops, add({ type: 'rule', chain: chain.name, rule: `${mark} ct timeout set "${obj}"` })];
 }
@@ -124,12 +125,15 @@ function vipElement(a: Address, goto?: string): Op['obj'] {
   return { type: 'element', set: MAP[a.family], key: [addr(a)], ...(goto ? { goto: chainId(goto) } : {}) };
 }
 
+const longKey = (e: LongElement) => [addr(e.address), e.proto === 'tcp' ? 'tcp' : 'udp', int(e.port, 1, 65535)];
+
+/** Whether the table `current` marks new connections to `e` already (its long4/long6 set holds it). */
+export function marksAlready(current: TableModel | undefined, e: LongElement): boolean {
+  return current?.sets.get(LONG_SET[e.address.family])?.elements.has(keyText(longKey(e))) ?? false;
+}
+
 function longElement(e: LongElement): Op['obj'] {
-  return {
-    type: 'element',
-    set: LONG_SET[e.address.family],
-    key: [addr(e.address), e.proto === 'tcp' ? 'tcp' : 'udp', int(e.port, 1, 65535)],
-  };
+  return { type: 'element', set: LONG_SET[e.address.family], key: longKey(e) };
 }
 
 const rule = (chain: string, text: string): Op => add({ type: 'rule', chain, rule: text });
@@ -209,7 +213,8 @@ export function fullTransaction(state: DesiredState, o: RenderOptions, current?:
   ]);
   const ownMaps = new Set<string>([MAP.ip, MAP.ip6, SHORT_MAP.ip, SHORT_MAP.ip6]);
   const ownSets = new Set<string>([SEEN.ip, SEEN.ip6, LONG_SET.ip, LONG_SET.ip6]);
-  const wantedTimeouts = new Set(o.ctTimeout === false ? [] : [...state.shortChains.keys()].map(timeoutObjectName));
+  const objectOf = (chain: string) => timeoutObjectName(chain, o.nodeTimeouts ?? KERNEL_TIMEOUTS);
+  const wantedTimeouts = new Set(o.ctTimeout === false ? [] : [...state.shortChains.keys()].map(objectOf));
   const stale = (names: Iterable<string>, keep: ReadonlySet<string>) => [...names].sort().filter((n) => !keep.has(n));
   const ops: Op[] = [add({ type: 'table' }), ...ft.before, ...skeleton()];
   ops.push(...fixed.map((c) => add({ type: 'chain', name: c.name, ...(c.base ? { base: c.base } : {}) })));
@@ -222,10 +227,19 @@ export function fullTransaction(state: DesiredState, o: RenderOptions, current?:
   const maps = stale(current?.maps.keys() ?? [], ownMaps);
   for (const name of chains) ops.push(flush({ type: 'chain', name }));
   for (const name of maps) ops.push(flush({ type: 'map', name }));
+  // A LongLived (address, protocol, port) the table has and the state does not: its flows
+  // must leave the flowtable (recreateOps). The offload chains are refilled just below.
+  const long = [...longOf(state, [...state.chainOf.keys()].sort()).values()];
+  const wantedLong = new Set(long.map((e) => keyText(longKey(e))));
+  const goneLong = [LONG_SET.ip, LONG_SET.ip6].some((set) =>
+    [...(current?.sets.get(set)?.elements.keys() ?? [])].some((k) => !wantedLong.has(k)),
+  );
+  if (goneLong && o.flowtable && shape.long && current?.flowtables.has(FLOWTABLE))
+    ops.push(...recreateOps(o, [...current.chains.keys()].filter((n) => /^v[46]_/.test(n)).sort()));
   for (const [name, spec] of byName(state.chains)) ops.push(...chainOps(name, spec, o));
   for (const [name, spec] of byName(state.shortChains)) ops.push(...shortChainOps(name, spec, o));
   for (const [key, chain] of byName(state.chainOf)) ops.push(add(vipElement(keyToAddress(key), chain)));
-  for (const e of longOf(state, [...state.chainOf.keys()].sort()).values()) ops.push(add(longElement(e)));
+  for (const e of long) ops.push(add(longElement(e)));
   for (const [key, chain] of byName(state.shortOf)) ops.push(add(shortElement(key, chain)));
   ops.push(...fixed.flatMap((c) => c.rules.map((text) => rule(c.name, text))));
   for (const name of chains) ops.push(del({ type: 'chain', name }));
@@ -244,8 +258,13 @@ export function fullTransaction(state: DesiredState, o: RenderOptions, current?:
   return ops;
 }
 
-/** An incremental transaction: only the chains and elements that changed. */
-export function deltaTransaction(delta: Delta, o: RenderOptions): Transaction {
+/**
+ * An incremental transaction: only the chains and elements that changed. When it removes a
+ * LongLived (address, protocol, port) and `chains` (the offload chains the state keeps) is
+ * given, it also recreates the flowtable and refills those chains, so the removed hint's
+ * offloaded flows return to the slow path (recreateOps).
+ */
+export function deltaTransaction(delta: Delta, o: RenderOptions, chains?: ReadonlyMap<string, ChainSpec>): Transaction {
   const ops: Op[] = [];
   for (const c of delta.addChains) ops.push(...chainOps(c.name, c.spec, o));
   for (const c of delta.addShortChains) ops.push(...shortChainOps(c.name, c.spec, o));
@@ -258,7 +277,13 @@ export function deltaTransaction(delta: Delta, o: RenderOptions): Transaction {
   for (const name of delta.removeChains) ops.push(del({ type: 'chain', name: chainId(name) }));
   for (const c of delta.removeShortChains) {
     ops.push(del({ type: 'chain', name: chainId(c) }));
-    if (o.ctTimeout !== false) ops.push(del({ type: 'ct timeout', name: timeoutObjectName(chainId(c)) }));
+    const node = o.nodeTimeouts ?? KERNEL_TIMEOUTS;
+    if (o.ctTimeout !== false) ops.push(del({ type: 'ct timeout', name: timeoutObjectName(chainId(c), node) }));
+  }
+  if (chains && chains.size > 0 && delta.removeLong.length > 0 && o.flowtable) {
+    ops.push(...recreateOps(o, [...chains.keys()].sort().map(chainId)));
+    for (const [name, spec] of byName(chains))
+      ops.push(...spec.rules.map((r) => add({ type: 'rule', chain: name, rule: ruleText(spec.family, r, o) })));
   }
   return ops;
 }

@@ -7,32 +7,13 @@
  */
 import type { Hook, TimeoutSpec } from './transaction.ts';
 import type { TableModel } from './table-model.ts';
-
-/**
- * The kernel's default timeouts (seconds; nf_conntrack_proto_tcp.c and _udp.c, Linux 6.1).
- * `nft list` shows only the states of a policy that differ from these.
- */
-const KERNEL_DEFAULTS: Readonly<Record<'tcp' | 'udp', Readonly<Record<string, number>>>> = {
-  tcp: {
-    syn_sent: 120,
-    syn_recv: 60,
-    established: 432000,
-    fin_wait: 120,
-    close_wait: 60,
-    last_ack: 30,
-    time_wait: 120,
-    close: 10,
-    syn_sent2: 120,
-    retrans: 300,
-    unack: 300,
-  },
-  udp: { unreplied: 30, replied: 120 },
-};
+import { KERNEL_TIMEOUTS } from '../state/timeout-policy.ts';
 
 /** The same policy, counting a state the listing leaves out as the kernel's default. */
 function sameTimeout(want: TimeoutSpec, have: TimeoutSpec): boolean {
   if (want.protocol !== have.protocol || want.l3proto !== have.l3proto) return false;
-  const defaults = KERNEL_DEFAULTS[want.protocol];
+  // `nft list` shows only the states of a policy that differ from the kernel's defaults.
+  const defaults: Readonly<Record<string, number>> = KERNEL_TIMEOUTS[want.protocol];
   const states = new Set([...Object.keys(want.policy), ...Object.keys(have.policy)]);
   return [...states].every((s) => (want.policy[s] ?? defaults[s]) === (have.policy[s] ?? defaults[s]));
 }

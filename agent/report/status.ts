@@ -120,6 +120,8 @@ export interface StatusInput {
     readonly flowtableDetail: string;
     readonly ctTimeout: boolean;
     readonly ctTimeoutDetail: string;
+    /** Which of the node's conntrack timeouts could not be read (empty or absent: all were). */
+    readonly nodeTimeoutsProblem?: string;
     readonly acct: AcctResult;
   };
   readonly nodeAddresses: readonly Address[];
@@ -146,7 +148,10 @@ export function statusDoc(s: StatusInput): StatusDoc {
     node: {
       mode: support.flowtable ? 'supported' : 'degraded',
       detail: support.flowtableDetail,
-      conntrackTimeout: { supported: support.ctTimeout, detail: support.ctTimeoutDetail },
+      conntrackTimeout: {
+        supported: support.ctTimeout,
+        detail: [support.ctTimeoutDetail, support.nodeTimeoutsProblem].filter(Boolean).join('; '),
+      },
       conntrackAccounting: { enabled: support.acct.enabled, detail: support.acct.detail },
       nodeAddresses: s.nodeAddresses.map((a) => a.addr),
       ...(s.kubeProxyMode === undefined ? {} : { kubeProxyMode: s.kubeProxyMode }),

@@ -34,6 +34,12 @@ export function longOf(state: DesiredState, keys: Iterable<string>): Map<string,
   return out;
 }
 
+/** The LongLived elements `after` has and `before` had not (every one without `before`). */
+export function addedLong(before: DesiredState | undefined, after: DesiredState): LongElement[] {
+  const had = before ? longOf(before, before.chainOf.keys()) : new Map<string, LongElement>();
+  return [...longOf(after, after.chainOf.keys())].filter(([k]) => !had.has(k)).map(([, e]) => e);
+}
+
 function sameEntry(a: ServiceEntry | undefined, b: ServiceEntry | undefined): boolean {
   return JSON.stringify(a) === JSON.stringify(b);
 }

@@ -8,11 +8,9 @@
  * object of the same key; chains and objects are named by a hash of that key, so a cluster
  * needs one per distinct timeout, not one per Service.
  *
- * What the timeout means (docs/api.md, "ShortLived"):
- * - UDP: both the unreplied and the replied timeout;
- * - TCP: only the closing states (fin_wait, close_wait, last_ack, time_wait, close). Never
- *   `established`: an idle open connection keeps its entry (losing it would re-balance its
- *   next packet to another endpoint).
+ * What the timeout policy holds (timeout-policy.ts; docs/api.md, "ShortLived"): the node's
+ * own timeouts, with only the states in which no side may still send shortened (UDP both,
+ * TCP last_ack, time_wait and close), never beyond the node's value.
  *
  * Like the offload chains (desired.ts), everything is updated for the elements a change
  * touches only, so a sync costs O(change).
@@ -69,13 +67,9 @@ export function shortElements(e: ShortSource | undefined, nodeAddresses: readonl
   return out;
 }
 
-/** `s4_`/`s6_` + a hash of (family, protocol, seconds); the ct timeout object is `c4_`/`c6_` + the same hash. */
+/** `s4_`/`s6_` + a hash of (family, protocol, seconds); its ct timeout object: timeout-policy.ts. */
 export function shortChainName(family: Address['family'], proto: Proto, seconds: number): string {
   return `s${family === 'ip' ? '4' : '6'}_${shortHash(`${family}|${proto}|${seconds}`)}`;
-}
-
-export function timeoutObjectName(chain: string): string {
-  return `c${chain.slice(1)}`;
 }
 
 /**

@@ -167,3 +167,43 @@ t.test('flowtable support that appears while the agent runs upgrades the ruleset
   );
   await agent.stop();
 });
+
+t.test('device churn: a device that vanished before its transaction never holds back a Service change', async (t) => {
+  const nft = new FakeNft(['eth0']);
+  const source = new TestSource([service(A)]);
+  const { agent, metrics } = makeAgent(nft, source);
+  await agent.prepare();
+  t.ok((await agent.sync()).ok);
+  // A poll saw a short-lived pod's veth; it is gone by the time the sync runs.
+  nft.devices.add('veth9');
+  await (agent as unknown as { pollHost(): Promise<void> }).pollHost();
+  nft.devices.delete('veth9');
+  source.upsert(service(B));
+  const from = nft.transactions.length;
+  const r = await agent.sync();
+  t.ok(r.ok, r.error ?? 'the sync succeeds');
+  t.equal(r.kind, 'partial', 'without falling back to a full sync');
+  t.same(offloads(nft.table), expected([A, B]), 'the Service change is programmed in this sync');
+  const mine = nft.transactions.slice(from);
+  t.ok(
+    mine[0]?.every((op) => op.obj.type !== 'flowtable') && mine[0]?.some((op) => op.obj.type === 'element'),
+    'Service elements in a transaction of their own, first',
+  );
+  t.same([...(nft.table?.flowtables.get('fastpath')?.devices ?? [])], ['eth0'], 'the vanished device is dropped');
+  t.match(await metric(metrics, 'flowhint_agent_devices_missing_total'), /flowhint_agent_devices_missing_total 1/);
+
+  // The same in a full sync over an existing flowtable.
+  nft.devices.add('veth8');
+  await (agent as unknown as { pollHost(): Promise<void> }).pollHost();
+  nft.beforeApply = () => {
+    nft.devices.delete('veth8');
+    nft.beforeApply = undefined;
+  };
+  source.upsert(service({ ...B, ports: [{ port: 8443 }] }));
+  agent.requestFull();
+  const full = await agent.sync();
+  t.ok(full.ok, full.error ?? 'the full sync succeeds');
+  t.same(offloads(nft.table), expected([A, { ...B, ports: [{ port: 8443 }] }]));
+  t.same([...(nft.table?.flowtables.get('fastpath')?.devices ?? [])], ['eth0']);
+  await agent.stop();
+});

@@ -236,3 +236,78 @@ t.test('the loop: a burst is batched, failures back off and retry as full syncs'
   );
   await agent.stop();
 });
+
+t.test("a removed LongLived hint's offloaded flows are evicted: the flowtable is recreated in that sync", async (t) => {
+  // A flowtable entry outlives the rules that made it; only the flowtable's deletion ends it
+  // (issue 32). The fake gives a recreated flowtable a new handle.
+  const nft = new FakeNft(['eth0']);
+  const source = new TestSource([service(A), service(B)]);
+  const { agent } = makeAgent(nft, source);
+  await agent.prepare();
+  t.ok((await agent.sync()).ok);
+  const handle = () => nft.table?.flowtables.get('fastpath')?.handle;
+  const first = handle();
+
+  source.upsert(service({ ...B, name: 'c', addr: '10.96.0.12' }));
+  const added = await agent.sync();
+  t.equal(added.kind, 'partial');
+  t.equal(handle(), first, 'adding a hint keeps every offloaded flow');
+
+  source.remove(B.name);
+  const removed = await agent.sync();
+  t.ok(removed.ok, removed.error ?? 'ok');
+  t.equal(removed.kind, 'partial', 'one partial sync');
+  t.not(handle(), first, 'removing one recreates the flowtable: its flows return to the slow path');
+  t.same(offloads(nft.table), expected([A, { ...B, name: 'c', addr: '10.96.0.12' }]), 'the others stay programmed');
+  t.same([...(nft.table?.flowtables.get('fastpath')?.devices ?? [])], ['eth0'], 'on the same devices');
+
+  // Restarted after a hint went while no agent ran: the full sync evicts too.
+  const second = handle();
+  await agent.stop();
+  const again = makeAgent(nft, new TestSource([service(A)]));
+  await again.agent.prepare();
+  t.ok((await again.agent.sync()).ok);
+  t.not(handle(), second, 'a full sync that drops a LongLived port recreates it');
+  const third = handle();
+  again.agent.requestFull();
+  t.ok((await again.agent.sync()).ok);
+  t.equal(handle(), third, 'and one that drops none keeps it');
+  await again.agent.stop();
+});
+
+t.test('a hint added is applied to live connections: their mark is set after the sync', async (t) => {
+  const nft = new FakeNft(['eth0']);
+  const source = new TestSource([service(A)]);
+  const { agent } = makeAgent(nft, source);
+  await agent.prepare();
+  t.ok((await agent.sync()).ok);
+  await agent.marked();
+  const updates = () => nft.ran.filter((c) => c.startsWith('conntrack -U'));
+  t.same(
+    updates(),
+    ['conntrack -U -f ipv4 -p tcp --orig-dst 10.96.0.10 --dport 80 --mark 0x2000/0x2000'],
+    "the first sync: every LongLived port's connections (opened before the agent ran)",
+  );
+  const seen = updates().length;
+  source.upsert(service(B));
+  t.ok((await agent.sync()).ok);
+  await agent.marked();
+  t.same(
+    updates().slice(seen),
+    ['conntrack -U -f ipv4 -p tcp --orig-dst 10.96.0.11 --dport 443 --mark 0x2000/0x2000'],
+    'a partial sync: only the added port',
+  );
+  const again = updates().length;
+  agent.requestFull();
+  t.ok((await agent.sync()).ok);
+  await agent.marked();
+  t.equal(updates().length, again, 'a full sync that adds nothing marks nothing');
+  await agent.stop();
+
+  const restarted = makeAgent(nft, new TestSource([service(A), service(B)]));
+  await restarted.agent.prepare();
+  t.ok((await restarted.agent.sync()).ok);
+  await restarted.agent.marked();
+  t.equal(updates().length, again, 'a restart over the table it left marks nothing: its rules marked them');
+  await restarted.agent.stop();
+});

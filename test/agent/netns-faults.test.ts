@@ -103,6 +103,16 @@ t.test(
     const short = (timeout = '') =>
       yaml('dns', '10.96.0.53').replace('traffic-hint: LongLived', `traffic-hint: ShortLived${timeout}`);
     writeFileSync(join(dir, 'dns.yaml'), short());
+    // The node as kube-proxy sets it: ShortLived must keep these, not nft's built-in five days.
+    const sysctl = (established: number) =>
+      ns.sh(
+        'sysctl',
+        '-q',
+        '-w',
+        `net.netfilter.nf_conntrack_tcp_timeout_established=${established}`,
+        'net.netfilter.nf_conntrack_tcp_timeout_close_wait=3600',
+      );
+    sysctl(86400);
     const { agent, source } = make();
     await agent.prepare();
     t.equal(agent.statusDoc().node.conntrackTimeout?.supported, true, 'this kernel has ct timeout objects');
@@ -115,9 +125,9 @@ t.test(
     );
     t.match(
       text,
-      /ct timeout c4_[0-9a-f]{16} \{\s+protocol tcp\s+l3proto ip\s+policy = \{ fin_wait : 5, close_wait : 5, last_ack : 5, time_wait : 5, close : 5 \}/,
+      /ct timeout c4_[0-9a-f]{16} \{\s+protocol tcp\s+l3proto ip\s+policy = \{ established : 86400, close_wait : 3600, last_ack : 5, time_wait : 5, close : 5 \}/,
+      "the node's established and close_wait; only the states no side sends in are shortened",
     );
-    t.notMatch(text, /established/.source.replace('established', 'established :'), 'never the established state');
     t.match(text, /10\.96\.0\.53 \. tcp \. 80 : goto s4_/);
     t.match(text, /10\.96\.0\.53 \. udp \. 53 : goto s4_/);
     t.match(text, /192\.0\.2\.1 \. udp \. 30053 : goto s4_/);
@@ -140,11 +150,21 @@ t.test(
     await source.rescan();
     t.ok((await agent.sync()).ok);
     text = list(ns);
-    // nft lists only the values that differ from the kernel's defaults (UDP replied and TCP
-    // fin_wait/time_wait are 120 s by default), so 2m shows as these.
-    t.match(text, /policy = \{ unreplied : 120 \}/, 'back to ShortLived, with its own 2m (UDP)');
-    t.match(text, /policy = \{ close_wait : 120, last_ack : 120, close : 120 \}/, 'and TCP');
+    // nft lists only the values that differ from the kernel's defaults. 2m is longer than every
+    // UDP state and TCP's last_ack and close, and equal to time_wait: nothing is lengthened.
+    t.match(text, /protocol udp\s+l3proto ip\s+policy = \{ {2}\}/, 'back to ShortLived, 2m: the node values (UDP)');
+    t.match(text, /protocol tcp\s+l3proto ip\s+policy = \{ established : 86400, close_wait : 3600 \}/, 'and TCP');
     t.notMatch(text, /10\.96\.0\.53 : goto v4_/);
+
+    sysctl(7200);
+    await agent.reprobe();
+    const resync = await agent.sync();
+    t.equal(resync.kind, 'full', 'a changed node timeout is a full sync');
+    t.equal(resync.error, undefined);
+    const after = list(ns);
+    t.match(after, /policy = \{ established : 7200, close_wait : 3600 \}/, 'the policy follows the node');
+    t.notMatch(after, /established : 86400/, 'and the old object is gone');
+    text = after;
 
     agent.requestFull();
     const full = await agent.sync();

@@ -25,6 +25,8 @@ export class FakeNft implements Nft {
   private failures = 0;
   /** Called before each transaction is applied (to change the host under the agent). */
   beforeApply: ((tx: Transaction) => void) | undefined;
+  /** Every host command fakeHost was asked to run, in order. */
+  readonly ran: string[] = [];
 
   constructor(devices: Iterable<string> = ['eth0']) {
     this.devices = new Set(devices);
@@ -87,6 +89,7 @@ const ok = (stdout: string): ExecResult => ({ code: 0, stdout, stderr: '' });
 export function fakeHost(nft: FakeNft, nodeAddress = '192.0.2.10'): Runner {
   return async (argv) => {
     const cmd = argv.join(' ');
+    nft.ran.push(cmd);
     if (cmd.startsWith('ip -j link'))
       return ok(
         JSON.stringify([
@@ -106,6 +109,9 @@ export function fakeHost(nft: FakeNft, nodeAddress = '192.0.2.10'): Runner {
         ]),
       );
     if (cmd.startsWith('sysctl -n')) return ok('1\n');
+    // As conntrack 1.4.7 answers an update that matched nothing (an empty table).
+    if (cmd.startsWith('conntrack -U'))
+      return { code: 1, stdout: '', stderr: 'conntrack v1.4.7 (conntrack-tools): 0 flow entries have been updated.\n' };
     if (argv[0] === 'nft' && cmd.includes('list flowtables')) return ok(JSON.stringify({ nftables: [] }));
     return { code: 127, stdout: '', stderr: `${argv[0]}: not in the fake host\n` };
   };

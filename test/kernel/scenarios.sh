@@ -89,6 +89,26 @@ for _ in $(seq 300); do [ -e $P/phase2 ] && break; sleep 0.2; done
 check "threshold 1000: offloaded after 1500 more round trips" is_offloaded "dst=10.96.0.30" "dport=7000"
 kill $T 2>/dev/null; wait $T 2>/dev/null
 
+# --- a hint added while its connections run (issue 32) ---------------------------------
+# svc-b (10.96.0.20) is unhinted; a TCP transfer and a UDP stream to it start first. The
+# ruleset marks connections at their first packet, so these are offloaded only if the agent
+# marks the live ones (conntrack -U) when it programs the hint.
+bulk $CLIENT 10.96.0.20 30 -p 80 -J
+nsx $CLIENT node test/kernel/traffic.ts udp-watch 10.96.0.20 53 25 > $LOGS/udp-live.log & U=$!
+sleep 4
+check "hint added live: before the hint, the transfer is not offloaded" not_offloaded "dst=10.96.0.20" "dport=80"
+write_service $DIR svc-b 10.96.0.20 'flowhint.dev/traffic-hint: LongLived'
+check "hint added live: agent --once programs it" agent_once
+sleep 3
+check "hint added live: the running TCP transfer is offloaded within one sync" is_offloaded "dst=10.96.0.20" "dport=80"
+check "hint added live: the running UDP stream too" is_offloaded "dst=10.96.0.20" "dport=53"
+wait $BULK; RC=$?
+check "hint added live: the transfer completes" iperf_ok $BULKLOG $RC 1000000
+wait $U
+check "hint added live: every datagram of the stream was answered ($(tail -n 1 $LOGS/udp-live.log))" bash -c "tail -n 1 $LOGS/udp-live.log | awk '{ exit !(\$2 > 0 && \$2 == \$4) }'"
+write_service $DIR svc-b 10.96.0.20 ""
+check "hint added live: unhinted again" agent_once
+
 # --- agent restart keeps offloaded flows ----------------------------------------------
 bulk $CLIENT 10.96.0.10 600 -p 80; sleep 4
 check "restart: a flow is offloaded before" is_offloaded "dst=10.96.0.10" "dport=80"
@@ -130,10 +150,31 @@ S=$(state_json)
 check "device churn: a deleted veth does not break the next sync" [ "$(echo "$S" | jq -r '"\(.lastSync.ok):" + ([.services[].service] | join(","))')" = "true:demo/svc-a,demo/svc-c,demo/svc-t" ]
 check "device churn: the deleted veth left the flowtable" [ "$(echo "$S" | jq -r '.devices | join(",")')" = n0,n1 ]
 
-# --- removing the hint ----------------------------------------------------------------
+# --- removing the hint, during a transfer (issue 32) --------------------------------------
+# A flowtable entry outlives the rules that made it: removing svc-a (svc-c and svc-t stay
+# LongLived, so it is a partial sync) must evict its running connection, and the other
+# Service's running connection must be offloaded again; both transfers complete.
+# iperf3 serves one test at a time: svc-t's port 80 goes to a second server for this.
+nsx $SERVER iperf3 -s -D -p 5202 --logfile /tmp/iperf3-server2.log
+nsx $NODE nft insert rule ip kubeproxy pre ip daddr 10.96.0.30 tcp dport 80 dnat to 10.0.2.2:5202
+bulk $CLIENT 10.96.0.30 40 -p 80 -J; KEEP=$BULK; KEEPLOG=$BULKLOG
+bulk $CLIENT 10.96.0.10 40 -p 80 -J; sleep 6
+check "hint removed mid-transfer: its connection is offloaded before" is_offloaded "dst=10.96.0.10" "dport=80"
+check "hint removed mid-transfer: another Service's connection is offloaded before" is_offloaded "dst=10.96.0.30" "dport=80"
 write_service $DIR svc-a 10.96.0.10 ""
 for _ in $(seq 100); do state_json | grep -q demo/svc-a || break; sleep 0.3; done
 check "hint removed: no longer in status" bash -c "! ip netns exec $NODE $FH status --json --state-dir $STATE | grep -q demo/svc-a"
+check "hint removed mid-transfer: a partial sync" [ "$(state_json | jq -r .lastSync.kind)" = partial ]
+sleep 1
+check "hint removed mid-transfer: its running connection left the flowtable within one sync" not_offloaded "dst=10.96.0.10" "dport=80"
+sleep 3
+check "hint removed mid-transfer: the other Service's running connection is offloaded again" is_offloaded "dst=10.96.0.30" "dport=80"
+check "hint removed mid-transfer: and still the removed one is not" not_offloaded "dst=10.96.0.10" "dport=80"
+wait $BULK; RC=$?
+check "hint removed mid-transfer: its transfer completes" iperf_ok $BULKLOG $RC 1000000
+wait $KEEP; RC=$?
+check "hint removed mid-transfer: the other transfer completes" iperf_ok $KEEPLOG $RC 1000000
+H=$(nsx $NODE nft -a list chain ip kubeproxy pre | awk '/10.0.2.2:5202/ { print $NF }'); nsx $NODE nft delete rule ip kubeproxy pre handle $H
 bulk $CLIENT 10.96.0.10 6 -p 80; sleep 4
 check "hint removed: new connections are not offloaded" not_offloaded "dst=10.96.0.10" "dport=80"
 wait $BULK
@@ -160,6 +201,8 @@ check "vanished device: the flowtable has the others, not it" bash -c "ip netns 
 
 # --- ShortLived: per-Service conntrack timeouts (test/kernel/short-lived.sh) -------------
 . test/kernel/short-lived.sh
+# --- ShortLived beside kube-proxy's conntrack sysctls, half-closed connections ---------
+. test/kernel/short-lived-node.sh
 
 # --- kube-proxy's nftables and iptables rulesets, another flowtable owner (kube-proxy.sh) -
 . test/kernel/kube-proxy.sh

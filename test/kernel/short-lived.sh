@@ -4,7 +4,7 @@
 # scenarios.sh after topology_up and lib.sh.
 #   10.96.0.20  ShortLived, default timeout (5 s)        10.96.0.30  ShortLived, conntrack-timeout 2m
 #   10.96.0.40  unhinted (the kernel's timeouts)          svc-a       ShortLived: IPv6 fd00:96::10, NodePort 10.0.1.1:30053
-short() { write_service $DIR $1 $2 "flowhint.dev/traffic-hint: ShortLived$3"; }
+short() { write_service $DIR $1 $2 "flowhint.dev/traffic-hint: ShortLived$3" "${4:-}"; }
 # Entries in the node's table for an original destination ($1 proto, $2 address, $3 port).
 entries() { nsx $NODE conntrack -L -p $1 -d $2 --dport $3 2>/dev/null | grep -c "dport=$3 "; }
 # The seconds left on the first such entry.

@@ -22,7 +22,12 @@
  *                                                    echo, close; prints connections per second
  *   node traffic.ts connect HOST PORT MS             one TCP connect; prints connected, refused,
  *                                                    timeout (no answer in MS) or the error code
- * The two checks exit 0 only if every byte came back whole, and print one line saying what arrived.
+ *   node traffic.ts late-server PORT DELAY_S         TCP on PORT that reads until the client's FIN,
+ *                                                    waits DELAY_S, then answers every byte and closes
+ *   node traffic.ts half-close HOST PORT BYTES       one connection: send BYTES random bytes,
+ *                                                    shutdown(SHUT_WR), read the late answer until
+ *                                                    the server's FIN; it must be exactly those bytes
+ * The three checks exit 0 only if every byte came back whole, and print one line saying what arrived.
  * Each round trip is one small write answered by its echo, so it is at least two packets.
  */
 import { randomBytes } from 'node:crypto';
@@ -43,6 +48,34 @@ if (mode === 'server') {
   const u = createSocket({ type: 'udp6' });
   u.on('message', (m, r) => u.send(m, r.port, r.address));
   u.bind(port, '::');
+} else if (mode === 'late-server') {
+  const [port, delayMs] = [Number(a), Number(b) * 1000];
+  createServer({ allowHalfOpen: true }, (s) => {
+    const got: Buffer[] = [];
+    s.on('data', (x) => got.push(x));
+    s.on('end', () => void sleep(delayMs).then(() => s.end(Buffer.concat(got))));
+    s.on('error', () => s.destroy());
+  }).listen(port, '::');
+} else if (mode === 'half-close') {
+  const [host, port, bytes] = [a!, Number(b), Number(c)];
+  const sent = randomBytes(bytes);
+  const got: Buffer[] = [];
+  const s = createConnection({ host, port, allowHalfOpen: true });
+  const outcome = await new Promise<string>((resolve) => {
+    const timer = setTimeout(() => resolve('no answer in 60 s'), 60_000);
+    s.on('connect', () => s.end(sent));
+    s.on('data', (x) => got.push(x));
+    s.on('end', () => resolve('closed'));
+    s.on('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
+    s.on('close', () => clearTimeout(timer));
+  });
+  s.destroy();
+  const back = Buffer.concat(got);
+  const whole = back.equals(sent);
+  console.log(
+    `half-close: sent ${bytes} bytes, got ${back.length} back after the half-close (${outcome}): ${whole ? 'whole' : 'NOT whole'}`,
+  );
+  process.exit(whole ? 0 : 1);
 } else if (mode === 'tcp') {
   const [host, port, n1, n2, dir] = [a!, Number(b), Number(c), Number(d), e!];
   const s = createConnection({ host, port });

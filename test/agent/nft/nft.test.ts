@@ -3,7 +3,7 @@
  * failures (nft 1.0.6's own words). test/agent/netns.test.ts runs it against real nft.
  */
 import t from 'tap';
-import { classifyNft, makeNft, NftError } from '../../../agent/nft/nft.ts';
+import { classifyNft, makeNft, NftError, parseListing } from '../../../agent/nft/nft.ts';
 import { probeCtTimeout, probeFlowtable } from '../../../agent/host/probe.ts';
 import { add } from '../../../agent/nft/transaction.ts';
 import type { ExecResult, Runner } from '../../../lib/exec.ts';
@@ -81,4 +81,11 @@ t.test('the kernel probes: a throwaway table, never ours; nft words as the reaso
   );
   const none = makeNft(scripted(() => ({ code: 127, stderr: '' })).run);
   t.same(await probeFlowtable(none), { supported: false, reason: 'the nft binary is not installed' });
+});
+
+t.test('a timeout policy with every state at the kernel default lists as null (nft 1.0.6 -j)', async (t) => {
+  // As nft -j printed it for a ShortLived UDP policy of 2m on a node with default timeouts.
+  const json =
+    '{"nftables": [{"metainfo": {"version": "1.0.6", "release_name": "Lester Gooch #5", "json_schema_version": 1}}, {"table": {"family": "inet", "name": "flowhint", "handle": 1}}, {"ct timeout": {"family": "inet", "name": "c4_ebf4000789984a0a", "table": "flowhint", "handle": 2, "protocol": "udp", "l3proto": "ip", "policy": null}}]}';
+  t.same(parseListing(json).ctTimeouts.get('c4_ebf4000789984a0a'), { protocol: 'udp', l3proto: 'ip', policy: {} });
 });

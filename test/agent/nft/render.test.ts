@@ -1,7 +1,9 @@
 import t from 'tap';
 import { buildDesired, withServices, type ServiceEntry } from '../../../agent/state/desired.ts';
 import { diff } from '../../../agent/state/delta.ts';
-import { fullTransaction, renderDelta, renderFull } from '../../../agent/nft/render.ts';
+import { deltaTransaction, fullTransaction, renderDelta, renderFull } from '../../../agent/nft/render.ts';
+import { applyTransaction } from '../../../agent/nft/table-model.ts';
+import { KERNEL_TIMEOUTS } from '../../../agent/state/timeout-policy.ts';
 import { deviceOps } from '../../../agent/nft/flowtable.ts';
 import type { RenderOptions } from '../../../agent/nft/names.ts';
 import type { TableModel } from '../../../agent/nft/table-model.ts';
@@ -279,4 +281,40 @@ t.test('without ct timeout support: no timeout objects, and those left from befo
     [`delete ${name}`],
     'a timeout object left from before support went away is deleted',
   );
+});
+
+t.test("ShortLived policies carry the node's timeouts; a change of them replaces the objects", async (t) => {
+  const o = { flowtable: true, devices: ['eth0'], counter: true, ctTimeout: true };
+  const kubeProxy = { tcp: { ...KERNEL_TIMEOUTS.tcp, established: 86400, close_wait: 3600 }, udp: KERNEL_TIMEOUTS.udp };
+  const api = entry({
+    name: 'api',
+    hint: 'ShortLived',
+    timeout: '5s',
+    clusterIPs: ['10.96.0.80'],
+    ports: [{ port: 80 }],
+  });
+  const state = buildDesired([api], []);
+  const before = applyTransaction(undefined, fullTransaction(state, o));
+  const [oldName, oldSpec] = [...(before?.ctTimeouts ?? [])][0] ?? [];
+  t.same(
+    oldSpec?.policy,
+    { ...KERNEL_TIMEOUTS.tcp, last_ack: 5, time_wait: 5, close: 5 },
+    'no node values: the kernel defaults',
+  );
+  const after = applyTransaction(before, fullTransaction(state, { ...o, nodeTimeouts: kubeProxy }, before));
+  t.equal(after?.ctTimeouts.size, 1, 'one object');
+  t.notOk(after?.ctTimeouts.has(oldName ?? ''), 'the old object is gone');
+  const [name, spec] = [...(after?.ctTimeouts ?? [])][0] ?? [];
+  t.equal(spec?.policy.established, 86400, "the node's established, not nft's five days");
+  t.equal(spec?.policy.close_wait, 3600, 'close_wait is never shortened');
+  t.equal(spec?.policy.fin_wait, 120, 'nor fin_wait');
+  t.equal(spec?.policy.time_wait, 5);
+  const chain = [...(after?.chains ?? [])].find(([n]) => n.startsWith('s4_'));
+  t.match(chain?.[1].rules.join('\n'), `ct timeout set "${name}"`, 'the chain sets the new object');
+  const gone = deltaTransaction(diff(state, buildDesired([], []), new Set([api.key])), {
+    ...o,
+    nodeTimeouts: kubeProxy,
+  });
+  const empty = applyTransaction(after, gone);
+  t.equal(empty?.ctTimeouts.size, 0, 'the last user going deletes the object by its name');
 });

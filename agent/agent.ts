@@ -288,10 +288,11 @@ export class Agent {
     if (kind === 'full') {
       const fail = (err: unknown) =>
         this.log.warn({ err: errorMessage(err) }, 'cannot read IPVS services and local addresses');
-      await this.observer.localDelivery(target).catch(fail);
+      // The mode first: whether kube-proxy DNATs before routing decides node-held addresses.
       await this.observer
         .kubeProxyMode()
         .catch((err: unknown) => this.log.warn({ err: errorMessage(err) }, 'cannot read the kube-proxy mode'));
+      await this.observer.localDelivery(target).catch(fail);
     }
     if (!this.node.acct.enabled) await this.node.checkAccounting(shapeOf(target).long);
     const added = this.programmer.addedLong;

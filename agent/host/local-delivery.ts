@@ -9,8 +9,12 @@
  *   unrewritten (still addressed to the Service) and the replies un-NATed (from the Pod's
  *   address): the connection would break. Found in `/proc/net/ip_vs` (virtual services).
  * - `local-address`: a ClusterIP, external or LoadBalancer address that is an address of this
- *   node but no IPVS virtual service: the node itself answers, nothing is forwarded. NodePorts
- *   are on node addresses by design and are only reported when IPVS serves them.
+ *   node but no IPVS virtual service, on a node where nothing DNATs Service addresses before
+ *   routing: the node itself answers, nothing is forwarded. Where kube-proxy's iptables or
+ *   nftables mode runs, it DNATs every Service address in prerouting, before the routing
+ *   decision, so an address the node holds (kube-vip, keepalived, MetalLB in L2 mode) is
+ *   still DNAT'd to an endpoint and forwarded: offloadable, not reported. NodePorts are on
+ *   node addresses by design and are only reported when IPVS serves them.
  *
  * Parsing and classification are pure; `readLocalDelivery` is the only I/O (through the
  * Runner, so `--netns` reads the right namespace).
@@ -24,7 +28,8 @@ export type BypassReason = 'ipvs' | 'local-address';
 
 export const BYPASS_DETAIL: Record<BypassReason, string> = {
   ipvs: 'an IPVS virtual service (kube-proxy IPVS mode) delivers it on this node; flowtables can only forward what netfilter NAT rewrote, so it is never offloaded',
-  'local-address': 'the address is local to this node, so its traffic is delivered, not forwarded; nothing to offload',
+  'local-address':
+    'the address is local to this node and nothing DNATs it before routing, so its traffic is delivered, not forwarded; nothing to offload',
 };
 
 export interface Bypass {
@@ -39,6 +44,8 @@ export interface LocalView {
   readonly ipvs: ReadonlySet<string>;
   /** addressKey of every address configured on any interface of this node, up or down. */
   readonly local: ReadonlySet<string>;
+  /** kube-proxy DNATs Service addresses before routing (its iptables or nftables mode). */
+  readonly dnatBeforeRouting?: boolean;
 }
 
 const viewKey = (proto: string, a: Address, port: number) => `${proto}|${addressKey(a)}|${port}`;
@@ -94,7 +101,8 @@ export function localDelivery(state: DesiredState, view: LocalView): Map<string,
     for (const v of e.vips) {
       for (const p of e.ports) {
         if (view.ipvs.has(viewKey(p.proto, v, p.port))) found.push({ address: v.addr, ...p, reason: 'ipvs' });
-        else if (view.local.has(addressKey(v))) found.push({ address: v.addr, ...p, reason: 'local-address' });
+        else if (view.local.has(addressKey(v)) && view.dnatBeforeRouting !== true)
+          found.push({ address: v.addr, ...p, reason: 'local-address' });
       }
     }
     for (const n of state.nodeAddresses) {

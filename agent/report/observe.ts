@@ -73,7 +73,8 @@ export class Observer {
 
   /** Which programmed ports this node delivers locally (IPVS mode): status, metric, one log line per change. */
   async localDelivery(state: DesiredState): Promise<void> {
-    const now = localDelivery(state, await readLocalDelivery(this.o.run));
+    const dnatBeforeRouting = this.kubeProxy === 'iptables' || this.kubeProxy === 'nftables';
+    const now = localDelivery(state, { ...(await readLocalDelivery(this.o.run)), dnatBeforeRouting });
     this.o.metrics.notOffloadablePorts.reset();
     for (const [service, list] of now) {
       for (const reason of new Set(list.map((b) => b.reason))) {

@@ -117,6 +117,20 @@ t.test('localDelivery: IPVS alone, local addresses alone; ShortLived never repor
     0,
     'a ShortLived Service is never offloaded, so never reported',
   );
+  // kube-vip or keepalived holds the address on the node, and kube-proxy (iptables or
+  // nftables mode) DNATs it in prerouting: forwarded to an endpoint, so offloadable.
+  t.same(
+    localDelivery(state, { ipvs: new Set(), local: new Set(['ip 10.96.2.10']), dnatBeforeRouting: true }).size,
+    0,
+    'a node-held address that kube-proxy DNATs before routing is not local delivery',
+  );
+  t.same(
+    Object.fromEntries(
+      localDelivery(state, { ipvs: new Set(['tcp|ip 10.96.2.10|80']), local: new Set(), dnatBeforeRouting: true }),
+    ),
+    { 'default/a': [{ address: '10.96.2.10', proto: 'tcp', port: 80, reason: 'ipvs' }] },
+    'IPVS is IPVS whatever else is loaded',
+  );
 });
 
 t.test('what each reason tells the operator', async (t) => {
@@ -129,7 +143,7 @@ t.test('what each reason tells the operator', async (t) => {
   t.match(BYPASS_DETAIL.ipvs, /^an IPVS virtual service \(kube-proxy IPVS mode\) delivers it on this node/);
   t.match(
     BYPASS_DETAIL['local-address'],
-    /^the address is local to this node, so its traffic is delivered, not forwarded/,
+    /^the address is local to this node and nothing DNATs it before routing, so its traffic is delivered, not forwarded/,
   );
 });
 

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { ATTEMPTS, markArgv, markLive, updateOutcome } from '../../../agent/host/live-marks.ts';
 import type { Runner } from '../../../lib/exec.ts';
 import { silentLogger } from '../../../lib/log.ts';
+import { capturedLogs } from '../../helpers/logs.ts';
 import { addedLong } from '../../../agent/state/delta.ts';
 import { buildDesired } from '../../../agent/state/desired.ts';
 import { parseAddress } from '../../../agent/state/address.ts';
@@ -74,8 +75,45 @@ t.test('an update stopped part way is repeated, a few times at most', async (t) 
   t.equal(await markLive(run, [e], 0x2000, silentLogger()), 7);
   t.equal(calls.length, 2, 'once more after the failure, then done');
   calls.length = 0;
-  t.equal(await markLive(run, [e, e], 0x2000, silentLogger()), 0);
+  const { logger, lines } = capturedLogs();
+  t.equal(await markLive(run, [e, e], 0x2000, logger), 0);
   t.equal(calls.length, 2 * ATTEMPTS, 'never more than ATTEMPTS per port');
+  t.match(lines, [
+    {
+      level: 40,
+      failed: 2,
+      reason: 'Operation failed: Protocol error',
+      msg: 'cannot mark every live connection of newly hinted Services; the rest are offloaded when they reconnect',
+    },
+  ]);
+  t.equal(lines.length, 1, 'one line for the batch');
+});
+
+t.test('what the batch says, and SIGTERM stops it between ports', async (t) => {
+  const e = { address: parseAddress('10.96.0.10')!, proto: 'tcp' as const, port: 80 };
+  const answer = (n: number) => async () => ({
+    code: n > 0 ? 0 : 1,
+    stdout: '',
+    stderr: `${n} flow entries have been updated.\n`,
+  });
+  const some = capturedLogs();
+  t.equal(await markLive(answer(3), [e, e], 0x2000, some.logger), 6);
+  t.match(some.lines, [{ level: 30, marked: 6, ports: 2, msg: 'live connections of newly hinted Services marked' }]);
+  t.equal(some.lines.length, 1);
+  const none = capturedLogs();
+  t.equal(await markLive(answer(0), [e], 0x2000, none.logger), 0);
+  t.same(none.lines, [], 'nothing to mark: nothing said');
+  const calls: string[] = [];
+  let stop = false;
+  const run: Runner = async (argv) => {
+    calls.push(argv.join(' '));
+    stop = true;
+    return { code: 1, stdout: '', stderr: 'Operation failed: No buffer space available\n' };
+  };
+  const stopped = capturedLogs();
+  await markLive(run, [e, e, e], 0x2000, stopped.logger, () => stop);
+  t.equal(calls.length, 1, 'no further attempt or port once stopping');
+  t.same(stopped.lines, [], 'and no failure reported for what it did not try');
 });
 
 t.test('the elements a sync adds', async (t) => {

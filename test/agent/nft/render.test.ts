@@ -318,3 +318,45 @@ t.test("ShortLived policies carry the node's timeouts; a change of them replaces
   const empty = applyTransaction(after, gone);
   t.equal(empty?.ctTimeouts.size, 0, 'the last user going deletes the object by its name');
 });
+
+t.test('a delta recreates the flowtable only when it removes a LongLived port', async (t) => {
+  const o = { flowtable: true, devices: ['eth0'], counter: true };
+  const a = entry({ name: 'a', clusterIPs: ['10.96.0.10'], ports: [{ port: 80 }] });
+  const b = entry({ name: 'b', clusterIPs: ['10.96.0.11'], ports: [{ port: 443 }] });
+  const one = buildDesired([a], []);
+  const two = buildDesired([a, b], []);
+  const recreates = (tx: ReturnType<typeof deltaTransaction>) =>
+    tx.some((op) => op.verb === 'delete' && op.obj.type === 'flowtable' && !op.obj.devices);
+  t.notOk(recreates(deltaTransaction(diff(one, two, new Set([b.key])), o, two.chains)), 'an addition: no');
+  const removal = deltaTransaction(diff(two, one, new Set([b.key])), o, one.chains);
+  t.ok(recreates(removal), 'a removal: yes');
+  t.match(
+    toText(removal),
+    /flush chain inet flowhint v4_[0-9a-f]{16}\ndelete flowtable inet flowhint fastpath\nadd flowtable/,
+  );
+  t.notOk(recreates(deltaTransaction(diff(two, one, new Set([b.key])), o, new Map())), 'no chain left to refill: no');
+  t.notOk(
+    recreates(deltaTransaction(diff(two, one, new Set([b.key])), { ...o, flowtable: false }, one.chains)),
+    'no flowtable: no',
+  );
+});
+
+t.test(
+  'without ct timeout support a ShortLived chain still marks its connections (counted, kept off classify)',
+  async (t) => {
+    const dns = entry({
+      name: 'dns',
+      hint: 'ShortLived',
+      clusterIPs: ['10.96.0.53'],
+      ports: [{ port: 53, protocol: 'UDP' }],
+    });
+    const text = renderFull(buildDesired([dns], []), {
+      flowtable: true,
+      devices: ['eth0'],
+      counter: true,
+      ctTimeout: false,
+    });
+    t.match(text, /add rule inet flowhint s4_[0-9a-f]{16} ct mark set ct mark \| 12288\n/);
+    t.notMatch(text, /ct timeout/);
+  },
+);

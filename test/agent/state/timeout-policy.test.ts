@@ -85,6 +85,22 @@ t.test('the node sysctls, read from sysctl output', async (t) => {
     'each unread sysctl is named',
   );
   t.same(parseNodeTimeouts('').timeouts, KERNEL_TIMEOUTS, 'nothing read: all defaults');
+  const edges = parseNodeTimeouts(
+    [
+      '  net.netfilter.nf_conntrack_tcp_timeout_close = 7  ',
+      'net.netfilter.nf_conntrack_tcp_timeout_syn_recv=9',
+      'net.netfilter.nf_conntrack_tcp_timeout_established = 2147483647',
+      'net.netfilter.nf_conntrack_tcp_timeout_close_wait = 2147483648',
+      'xnet.netfilter.nf_conntrack_tcp_timeout_fin_wait = 11',
+      'net.netfilter.nf_conntrack_tcp_timeout_last_ack = 12 s',
+    ].join('\n'),
+  ).timeouts.tcp;
+  t.equal(edges.close, 7, 'surrounding spaces');
+  t.equal(edges.syn_recv, 9, 'no spaces around =');
+  t.equal(edges.established, 2147483647, 'the largest the kernel takes');
+  t.equal(edges.close_wait, 60, 'beyond it: the default');
+  t.equal(edges.fin_wait, 120, 'another key that merely ends the same: the default');
+  t.equal(edges.last_ack, 30, 'trailing text: the default');
 });
 
 t.test("the object's name carries the node's timeouts", async (t) => {

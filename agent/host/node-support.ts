@@ -11,13 +11,15 @@ import type { Conditions } from '../../lib/conditions.ts';
 import type { Runner } from '../../lib/exec.ts';
 import type { Nft } from '../nft/nft.ts';
 import { probeCtTimeout, probeFlowtable, type ProbeResult } from './probe.ts';
+import { probeDeviceUpdate } from './device-probe.ts';
 import { checkAccounting, readAcct, recordAcct, type AcctResult } from './accounting.ts';
 import { readNodeTimeouts } from './node-timeouts.ts';
-import { nodeTimeoutsKey, type NodeTimeouts } from '../state/timeout-policy.ts';
+import { nodeTimeoutsKey, sameTimeouts, type NodeTimeouts } from '../state/timeout-policy.ts';
 
 /** The gauges this class sets (the agent's metrics, report/metrics.ts, have them). */
 export interface SupportGauges {
   flowtableSupported: { set(value: number): void };
+  flowtableDeviceUpdateSupported: { set(value: number): void };
   conntrackTimeoutSupported: { set(value: number): void };
   conntrackAccounting: { set(value: number): void };
 }
@@ -40,6 +42,9 @@ export class NodeSupport {
   private readonly o: NodeSupportOptions;
   flowtable = false;
   flowtableDetail = '';
+  /** Whether the kernel adds and removes devices on a live flowtable; undefined until probed (once, with flowtables). */
+  deviceUpdate: boolean | undefined;
+  deviceUpdateDetail = 'not probed yet';
   ctTimeout = false;
   ctTimeoutDetail = '';
   /** The node's conntrack timeouts, which ShortLived policies start from; undefined before the first read. */
@@ -61,12 +66,28 @@ export class NodeSupport {
     this.flowtable = p.supported;
     this.flowtableDetail = p.supported
       ? 'kernel supports flowtables'
-      : `kernel has no flowtable support (adding a flowtable failed: ${p.reason}; needs nf_flow_table_inet and nft_flow_offload)`;
+      : `kernel has no flowtable support (adding a flowtable failed: ${p.reason}; needs nf_flow_table_inet, nft_flow_offload and nft_fib_inet)`;
     this.o.metrics.flowtableSupported.set(p.supported ? 1 : 0);
     this.report('flowtable', p, was, {
       appeared: 'flowtable support appeared; upgrading the ruleset in place',
       missing: 'degraded: kernel has no flowtable support; programming counters only, nothing is offloaded',
     });
+    if (p.supported && this.deviceUpdate === undefined) await this.probeDevices();
+  }
+
+  /**
+   * Once, with flowtable support: can the kernel add and remove devices on a live flowtable
+   * (host/device-probe.ts)? Without, each device change recreates the flowtable.
+   */
+  private async probeDevices(): Promise<void> {
+    const p = await probeDeviceUpdate(this.o.nft);
+    this.deviceUpdate = p.supported;
+    this.deviceUpdateDetail = p.supported
+      ? 'kernel adds and removes devices on a live flowtable'
+      : `kernel cannot change a live flowtable's devices (${p.reason}; needs Linux 5.8): each device change recreates the flowtable, and offloaded flows return to the slow path`;
+    this.o.metrics.flowtableDeviceUpdateSupported.set(p.supported ? 1 : 0);
+    if (p.supported) this.o.log.info('kernel adds and removes devices on a live flowtable');
+    else this.o.log.warn({ reason: p.reason }, 'degraded: each flowtable device change recreates the flowtable');
   }
 
   /** ShortLived needs `ct timeout` objects; without them those Services keep the kernel's timeouts. */
@@ -96,7 +117,7 @@ export class NodeSupport {
     const key = nodeTimeoutsKey(r.timeouts);
     if (!this.o.conditions.changed('node-timeouts', `${key}|${r.problem}`)) return;
     if (r.problem) this.o.log.warn({ problem: r.problem }, 'node conntrack timeouts partly unreadable');
-    if (was && nodeTimeoutsKey(was) !== key && this.o.programmed()) {
+    if (was && !sameTimeouts(was, r.timeouts) && this.o.programmed()) {
       this.o.log.info({ timeouts: r.timeouts }, 'node conntrack timeouts changed; reprogramming ShortLived policies');
       this.o.upgrade();
     }

@@ -5,6 +5,7 @@
  */
 import type { Nft } from '../nft/nft.ts';
 import { add, type Transaction } from '../nft/transaction.ts';
+import { ROUTE_BACK } from '../nft/render.ts';
 
 /** The throwaway table the probes validate (never committed). */
 const PROBE_TABLE = 'flowhint_probe';
@@ -13,7 +14,8 @@ const PROBE: Transaction = [
   add({ type: 'table' }),
   add({ type: 'flowtable', name: 'p' }),
   add({ type: 'chain', name: 'c', base: { hook: 'forward', priority: 0 } }),
-  add({ type: 'rule', chain: 'c', rule: 'meta l4proto tcp ct packets > 1 flow add @p' }),
+  // As the agent's offload rules (render.ts): `ct packets`, the reverse-path `fib`, `flow add`.
+  add({ type: 'rule', chain: 'c', rule: `meta l4proto tcp ct packets > 1 ${ROUTE_BACK} flow add @p` }),
 ];
 
 export interface ProbeResult {

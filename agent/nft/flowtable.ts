@@ -63,3 +63,15 @@ export function deviceOps(current: Iterable<string>, wanted: readonly string[]):
   if (adds.length > 0) ops.push(add(flowtable(adds)));
   return ops;
 }
+
+/**
+ * The same changes as deviceOps, one device per operation, each to go in a transaction of
+ * its own: a device that vanishes fails only its own (pod churn faster than any re-listing).
+ */
+export function oneDeviceOps(current: Iterable<string>, wanted: readonly string[]): Op[] {
+  return deviceOps(current, wanted).flatMap((op) =>
+    op.obj.type === 'flowtable' && op.obj.devices
+      ? op.obj.devices.map((d) => ({ ...op, obj: { ...op.obj, devices: [d] } }))
+      : [op],
+  );
+}

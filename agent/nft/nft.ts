@@ -99,6 +99,8 @@ function exprText(e: unknown): string {
   if (o.meta) return `meta ${o.meta.key}`;
   if (o.ct) return `ct ${o.ct.dir ? `${o.ct.dir} ` : ''}${o.ct.key}`;
   if (o.payload) return `${o.payload.protocol} ${o.payload.field}`;
+  const fib = o.fib as { result?: string; flags?: unknown } | undefined;
+  if (fib) return `fib ${Array.isArray(fib.flags) ? fib.flags.join(' . ') : String(fib.flags)} ${fib.result}`;
   if ('concat' in o && Array.isArray(o.concat)) return o.concat.map(exprText).join(' . ');
   for (const op of ['&', '|'] as const) {
     const args: unknown = (o as Record<string, unknown>)[op];
@@ -113,6 +115,9 @@ function statementText(s: Record<string, unknown>): string {
   if (m) {
     // nft leaves `==` out of what it prints, except after a bitwise test (`ct mark & 12288 == 8192`).
     const masked = !!m.left && typeof m.left === 'object' && '&' in m.left;
+    // A `fib` test is printed `exists` (true) or `missing` (false).
+    if (typeof m.right === 'boolean')
+      return `${exprText(m.left)} ${m.right === (m.op !== '!=') ? 'exists' : 'missing'}`;
     const op = (m.op === '==' && !masked) || m.op === 'in' ? '' : `${m.op} `;
     return `${exprText(m.left)} ${op}${valueText(m.right)}`;
   }
@@ -202,21 +207,21 @@ export function parseListing(json: string): TableModel {
 }
 
 export interface Nft {
-  /** Apply one transaction atomically; throws NftError with nft's message on failure. */
-  apply(transaction: Transaction): Promise<void>;
+  /** Apply one transaction atomically, on `table` (default: ours); throws NftError with nft's message on failure. */
+  apply(transaction: Transaction, table?: string): Promise<void>;
   /** Validate a transaction in the kernel without committing it (`nft -c`), on `table` (default: ours). */
   check(transaction: Transaction, table?: string): Promise<CheckResult>;
-  /** The table as it is now (its model), or `undefined` if it does not exist. */
-  read(): Promise<TableModel | undefined>;
+  /** The table (default: ours) as it is now (its model), or `undefined` if it does not exist. */
+  read(table?: string): Promise<TableModel | undefined>;
   /** `nft list table inet flowhint`, for people. */
   listText(): Promise<string | undefined>;
 }
 
 export function makeNft(run: Runner, nftBinary = 'nft'): Nft {
   return {
-    async apply(transaction) {
+    async apply(transaction, table) {
       if (transaction.length === 0) return;
-      const r = await run([nftBinary, '-f', '-'], { stdin: toText(transaction) });
+      const r = await run([nftBinary, '-f', '-'], { stdin: toText(transaction, table) });
       if (r.code !== 0) {
         const first = r.stderr.split('\n').find((l) => l.trim().length > 0) ?? `exit ${r.code}`;
         throw new NftError(classifyNft(r.code, r.stderr), `nft transaction failed: ${first}`, r.stderr);
@@ -226,12 +231,12 @@ export function makeNft(run: Runner, nftBinary = 'nft'): Nft {
       const r = await run([nftBinary, '-c', '-f', '-'], { stdin: toText(transaction, table) });
       return r.code === 0 ? { ok: true } : { ok: false, failure: classifyNft(r.code, r.stderr), stderr: r.stderr };
     },
-    async read() {
-      const r = await run([nftBinary, '-j', 'list', 'table', FAMILY, TABLE]);
+    async read(table = TABLE) {
+      const r = await run([nftBinary, '-j', 'list', 'table', FAMILY, table]);
       if (r.code !== 0) {
         const failure = classifyNft(r.code, r.stderr);
         if (failure === 'not-found') return undefined;
-        throw new NftError(failure, `cannot list table ${FAMILY} ${TABLE}: ${r.stderr.trim()}`, r.stderr);
+        throw new NftError(failure, `cannot list table ${FAMILY} ${table}: ${r.stderr.trim()}`, r.stderr);
       }
       return parseListing(r.stdout);
     },

@@ -16,6 +16,7 @@
  * updated only after one succeeds.
  */
 import type { Logger } from 'pino';
+import { errorMessage } from '../../lib/errors.ts';
 import { emptyState, type DesiredState } from '../state/desired.ts';
 import { addedLong, diff, isEmptyDelta } from '../state/delta.ts';
 import { drift } from './drift.ts';
@@ -23,8 +24,8 @@ import type { Nft } from './nft.ts';
 import { FLOWTABLE, shapeOf, type RenderOptions } from './names.ts';
 import type { NodeTimeouts } from '../state/timeout-policy.ts';
 import type { LongElement } from '../state/desired.ts';
-import { deviceOps } from './flowtable.ts';
-import { DELETE_TABLE, deltaTransaction, fullTransaction, marksAlready } from './render.ts';
+import { deviceOps, oneDeviceOps } from './flowtable.ts';
+import { DELETE_TABLE, deltaTransaction, fullTransaction, marksAlready, recreateFlowtable } from './render.ts';
 
 /** What is programmed: the state, and how it was rendered (support, devices, flags). */
 export interface Applied {
@@ -40,6 +41,8 @@ export interface ProgrammerOptions {
   /** What the kernel supports now (host/node-support.ts keeps it current). */
   support: {
     readonly flowtable: boolean;
+    /** The kernel changes a live flowtable's devices (false: each change recreates it; host/device-probe.ts). */
+    readonly deviceUpdate?: boolean | undefined;
     readonly ctTimeout: boolean;
     readonly nodeTimeouts?: NodeTimeouts | undefined;
   };
@@ -97,14 +100,18 @@ export class Programmer {
         'table differs from what flowhint last programmed (drift); repairing',
       );
     }
-    // An existing flowtable keeps the devices it has in this transaction; a change of them
-    // follows in its own (inPlace).
-    const existing = flowtable && shapeOf(target).long ? current?.flowtables.get(FLOWTABLE)?.devices : undefined;
-    const first = existing ? [...existing] : devices;
+    // The Services' transaction never names a device it did not find in the kernel: an
+    // existing flowtable keeps the devices it has, a new one is created with none (before
+    // Linux 5.8, which cannot add them later, with the devices listed). Device changes follow
+    // in a transaction of their own (inPlace), which churn can never fail.
+    const long = flowtable && shapeOf(target).long;
+    const existing = long ? current?.flowtables.get(FLOWTABLE)?.devices : undefined;
+    const inPlace = this.o.support.deviceUpdate !== false;
+    const first = existing ? [...existing] : inPlace ? [] : devices;
     try {
       await nft.apply(fullTransaction(target, render(first), current));
     } catch (err) {
-      if (!flowtable || existing) throw err;
+      if (!flowtable || existing || inPlace) throw err;
       // Creating the flowtable: a device named may have vanished since listing: prune, retry once.
       const again = await listDevices();
       if (again.join(',') === devices.join(',')) throw err;
@@ -115,14 +122,16 @@ export class Programmer {
     // New to the kernel, not to this process: after a restart, the table found has marked
     // new connections all along, and its live ones are marked already.
     this.addedLong = addedLong(undefined, target).filter((e) => !marksAlready(current, e));
-    this.applied = { state: target, options: render(existing ? first : devices) };
-    if (existing) await this.inPlace(devices, listDevices);
+    this.applied = { state: target, options: render(existing || inPlace ? first : devices) };
+    if (long) await this.inPlace(devices, listDevices);
     return differences.length > 0;
   }
 
   /**
    * The flowtable's devices to `wanted`, in place, in a transaction of their own. A device
-   * that vanished since it was listed fails it: list again and retry once with those.
+   * that vanished since it was listed fails it: list again, then one transaction per device,
+   * so a vanished one fails only its own. Never fails the sync: what did not apply is
+   * retried by the next host poll, which sees the flowtable differ from the node's devices.
    */
   private async inPlace(wanted: readonly string[], listDevices: () => Promise<string[]>): Promise<void> {
     const { nft, log } = this.o;
@@ -132,20 +141,59 @@ export class Programmer {
     // The kernel drops a deleted device from the flowtable by itself: start from what it holds now.
     const inKernel = async () => (await nft.read())?.flowtables.get(FLOWTABLE)?.devices ?? before;
     let devices = wanted;
-    const ops = deviceOps(await inKernel(), devices);
+    // Without in-place device changes (before Linux 5.8), the flowtable is made again with them.
+    const recreate = this.o.support.deviceUpdate === false;
+    const opsFor = async (d: readonly string[]) => {
+      const ops = deviceOps(await inKernel(), d);
+      return recreate && ops.length > 0
+        ? recreateFlowtable({ ...applied.options, devices: d }, applied.state.chains)
+        : ops;
+    };
+    const ops = await opsFor(devices);
     if (ops.length === 0 && devices.join(',') === before.join(',')) return;
     try {
       if (ops.length > 0) await nft.apply(ops);
     } catch (err) {
       const again = await listDevices();
-      if (again.join(',') === devices.join(',')) throw err;
-      this.vanished(devices, again);
+      if (recreate && again.join(',') === devices.join(',')) throw err;
+      if (again.join(',') !== devices.join(',')) this.vanished(devices, again);
       devices = again;
-      await nft.apply(deviceOps(await inKernel(), devices));
+      if (recreate) await nft.apply(await opsFor(devices));
+      else devices = await this.oneByOne(devices, inKernel, err);
     }
     this.applied = { state: applied.state, options: { ...applied.options, devices } };
     const added = devices.filter((d) => !before.includes(d));
-    log.info({ added, removed: before.filter((d) => !devices.includes(d)) }, 'flowtable devices updated in place');
+    const removed = before.filter((d) => !devices.includes(d));
+    log.info(
+      { added, removed },
+      recreate ? 'flowtable recreated with new devices' : 'flowtable devices updated in place',
+    );
+  }
+
+  /** Each device change in a transaction of its own; returns the devices the flowtable holds after. */
+  private async oneByOne(
+    wanted: readonly string[],
+    inKernel: () => Promise<Iterable<string>>,
+    first: unknown,
+  ): Promise<string[]> {
+    const failed: string[] = [];
+    let err = errorMessage(first);
+    for (const op of oneDeviceOps(await inKernel(), wanted)) {
+      await this.o.nft.apply([op]).catch((e: unknown) => {
+        err = errorMessage(e);
+        failed.push(...(op.obj.type === 'flowtable' ? (op.obj.devices ?? []) : []));
+      });
+    }
+    if (failed.length > 0) {
+      this.o.metrics.devicesMissing.inc(failed.length);
+      this.o.log.warn(
+        { devices: failed, err },
+        'flowtable device changes failed (vanished devices); the next host poll retries',
+      );
+    }
+    // What the kernel holds: the wanted ones it took, then any it kept that a failed removal left.
+    const now = [...(await inKernel())];
+    return [...wanted.filter((d) => now.includes(d)), ...now.filter((d) => !wanted.includes(d)).sort()];
   }
 
   /** Devices listed for a transaction that were gone by the time it ran. */

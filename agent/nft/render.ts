@@ -64,6 +64,9 @@ function chainId(name: string): string {
   return name;
 }
 
+/** The route back to the packet's sender leaves the interface it came in on (strict reverse path). */
+export const ROUTE_BACK = 'fib saddr . iif oif exists';
+
 function int(n: number, min: number, max: number): string {
   if (!Number.isInteger(n) || n < min || n > max) throw new Error(`refusing to render ${n}: outside ${min}..${max}`);
   return String(n);
@@ -78,8 +81,12 @@ function addr(a: Address): string {
 export function ruleText(family: Address['family'], r: Rule, o: RenderOptions): string {
   const proto = r.proto === 'tcp' ? 'tcp' : 'udp';
   const ip = family === 'ip' ? 'ip' : 'ip6';
-  const base = `meta l4proto ${proto} ct original proto-dst ${int(r.port, 1, 65535)} ct packets > ${int(r.threshold, 0, 1_000_000)} update @${SEEN[family]} { ct original ${ip} daddr }`;
-  return o.flowtable ? `${base} flow add @${FLOWTABLE}` : base;
+  const head = `meta l4proto ${proto} ct original proto-dst ${int(r.port, 1, 65535)} ct packets > ${int(r.threshold, 0, 1_000_000)}`;
+  const count = `update @${SEEN[family]} { ct original ${ip} daddr }`;
+  // A flow's reply direction leaves the interface its offloading packet came in on (the
+  // kernel's reverse route lookup is bound to it): offload only where the route back to the
+  // sender leaves that interface too, so asymmetric paths stay on the slow path (ROUTE_BACK).
+  return o.flowtable ? `${head} ${ROUTE_BACK} ${count} flow add @${FLOWTABLE}` : `${head} ${count}`;
 }
 
 function chainOps(name: string, c: ChainSpec, o: RenderOptions): Op[] {
@@ -280,11 +287,19 @@ export function deltaTransaction(delta: Delta, o: RenderOptions, chains?: Readon
     const node = o.nodeTimeouts ?? KERNEL_TIMEOUTS;
     if (o.ctTimeout !== false) ops.push(del({ type: 'ct timeout', name: timeoutObjectName(chainId(c), node) }));
   }
-  if (chains && chains.size > 0 && delta.removeLong.length > 0 && o.flowtable) {
-    ops.push(...recreateOps(o, [...chains.keys()].sort().map(chainId)));
-    for (const [name, spec] of byName(chains))
-      ops.push(...spec.rules.map((r) => add({ type: 'rule', chain: name, rule: ruleText(spec.family, r, o) })));
-  }
+  if (chains && chains.size > 0 && delta.removeLong.length > 0 && o.flowtable)
+    ops.push(...recreateFlowtable(o, chains));
+  return ops;
+}
+
+/**
+ * The flowtable deleted and created again with `o.devices`, and the offload chains that name
+ * it (`chains`) refilled: every offloaded flow returns to the slow path (recreateOps).
+ */
+export function recreateFlowtable(o: RenderOptions, chains: ReadonlyMap<string, ChainSpec>): Op[] {
+  const ops = recreateOps(o, [...chains.keys()].sort().map(chainId));
+  for (const [name, spec] of byName(chains))
+    ops.push(...spec.rules.map((r) => add({ type: 'rule', chain: name, rule: ruleText(spec.family, r, o) })));
   return ops;
 }
 

@@ -13,6 +13,7 @@ export interface AgentMetrics {
   informerRestarts: Counter;
   invalidHints: Counter<'code'>;
   flowtableSupported: Gauge;
+  flowtableDeviceUpdateSupported: Gauge;
   conntrackAccounting: Gauge;
   driftRepairs: Counter;
   offloadedConnections: Gauge<'service'>;
@@ -74,6 +75,11 @@ export function createAgentMetrics(options: { defaultMetrics?: boolean } = {}): 
     flowtableSupported: new Gauge({
       name: 'flowhint_agent_flowtable_supported',
       help: '1 if the kernel supports flowtables; 0 means degraded (counters only, no offload).',
+      registers: r,
+    }),
+    flowtableDeviceUpdateSupported: new Gauge({
+      name: 'flowhint_agent_flowtable_device_update_supported',
+      help: '1 if the kernel adds and removes devices on a live flowtable (Linux 5.8+); 0 means each device change recreates the flowtable (offloaded flows return to the slow path).',
       registers: r,
     }),
     conntrackAccounting: new Gauge({

@@ -69,6 +69,8 @@ export const StatusDoc = z.object({
     detail: z.string(),
     /** ShortLived's `ct timeout` support (absent in documents of older agents). */
     conntrackTimeout: z.object({ supported: z.boolean(), detail: z.string() }).optional(),
+    /** Whether the kernel changes a live flowtable's devices in place (absent: not probed, or an older agent). */
+    flowtableDeviceUpdate: z.object({ supported: z.boolean(), detail: z.string() }).optional(),
     conntrackAccounting: z.object({ enabled: z.boolean(), detail: z.string() }),
     nodeAddresses: z.array(z.string()),
     /** The kube-proxy mode found on the node (absent in documents of older agents). */
@@ -118,6 +120,9 @@ export interface StatusInput {
   readonly support: {
     readonly flowtable: boolean;
     readonly flowtableDetail: string;
+    /** Device changes on a live flowtable (host/device-probe.ts); undefined: not probed. */
+    readonly deviceUpdate?: boolean | undefined;
+    readonly deviceUpdateDetail?: string;
     readonly ctTimeout: boolean;
     readonly ctTimeoutDetail: string;
     /** Which of the node's conntrack timeouts could not be read (empty or absent: all were). */
@@ -152,6 +157,9 @@ export function statusDoc(s: StatusInput): StatusDoc {
         supported: support.ctTimeout,
         detail: [support.ctTimeoutDetail, support.nodeTimeoutsProblem].filter(Boolean).join('; '),
       },
+      ...(support.deviceUpdate === undefined
+        ? {}
+        : { flowtableDeviceUpdate: { supported: support.deviceUpdate, detail: support.deviceUpdateDetail ?? '' } }),
       conntrackAccounting: { enabled: support.acct.enabled, detail: support.acct.detail },
       nodeAddresses: s.nodeAddresses.map((a) => a.addr),
       ...(s.kubeProxyMode === undefined ? {} : { kubeProxyMode: s.kubeProxyMode }),
@@ -193,6 +201,8 @@ export function formatStatus(s: StatusDoc): string {
     lines.push(
       `conntrack timeouts (ShortLived): ${s.node.conntrackTimeout.supported ? 'supported' : `DEGRADED: ${s.node.conntrackTimeout.detail}`}`,
     );
+  if (s.node.flowtableDeviceUpdate && !s.node.flowtableDeviceUpdate.supported)
+    lines.push(`flowtable devices: DEGRADED: ${s.node.flowtableDeviceUpdate.detail}`);
   if (s.node.kubeProxyMode)
     lines.push(`kube-proxy: ${s.node.kubeProxyMode} (${KUBE_PROXY_MEANING[s.node.kubeProxyMode]})`);
   const devices =

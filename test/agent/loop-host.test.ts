@@ -207,3 +207,45 @@ t.test('device churn: a device that vanished before its transaction never holds 
   t.same([...(nft.table?.flowtables.get('fastpath')?.devices ?? [])], ['eth0']);
   await agent.stop();
 });
+
+t.test(
+  'a kernel without in-place device changes (before 5.8): probed, reported, and devices still reach the flowtable',
+  async (t) => {
+    const nft = new FakeNft(['eth0']);
+    nft.deviceUpdateSupported = false;
+    const source = new TestSource([service(A)]);
+    const { agent, lines, metrics } = makeAgent(nft, source);
+    await agent.prepare();
+    t.ok((await agent.sync()).ok);
+    const doc = agent.statusDoc();
+    t.equal(doc.node.flowtableDeviceUpdate?.supported, false, 'the status document says so');
+    t.match(doc.node.flowtableDeviceUpdate?.detail, /left it out.*needs Linux 5\.8.*recreates the flowtable/);
+    t.match(await metric(metrics, 'flowhint_agent_flowtable_device_update_supported'), /_supported 0/);
+    t.ok(lines.some((l) => l.msg === 'degraded: each flowtable device change recreates the flowtable'));
+    t.equal(nft.others.size, 0, 'the probe left no table behind');
+    const devices = () => [...(nft.table?.flowtables.get('fastpath')?.devices ?? [])].sort().join(',');
+    const handle = nft.table?.flowtables.get('fastpath')?.handle;
+    nft.devices.add('eth1');
+    await (agent as unknown as { pollHost(): Promise<void> }).pollHost();
+    const r = await agent.sync();
+    t.ok(r.ok, r.error ?? 'the devices sync succeeds');
+    t.equal(devices(), 'eth0,eth1', 'the new device is in the flowtable (an in-place add would have changed nothing)');
+    t.not(nft.table?.flowtables.get('fastpath')?.handle, handle, 'by recreating it');
+    t.same(offloads(nft.table), expected([A]), 'with its offload rules back');
+    await agent.stop();
+  },
+);
+
+t.test('a kernel with in-place device changes: probed once, reported, the flowtable kept', async (t) => {
+  const nft = new FakeNft(['eth0']);
+  const { agent, metrics } = makeAgent(nft, new TestSource([service(A)]));
+  await agent.prepare();
+  t.ok((await agent.sync()).ok);
+  t.same(agent.statusDoc().node.flowtableDeviceUpdate, {
+    supported: true,
+    detail: 'kernel adds and removes devices on a live flowtable',
+  });
+  t.match(await metric(metrics, 'flowhint_agent_flowtable_device_update_supported'), /_supported 1/);
+  t.equal(nft.others.size, 0, 'the probe left no table behind');
+  await agent.stop();
+});

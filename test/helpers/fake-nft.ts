@@ -11,7 +11,7 @@
  */
 import { NftError, classifyNft, type CheckResult, type Nft } from '../../agent/nft/nft.ts';
 import { applyTransaction, type TableModel } from '../../agent/nft/table-model.ts';
-import { toText, type Transaction } from '../../agent/nft/transaction.ts';
+import { TABLE, toText, type Transaction } from '../../agent/nft/transaction.ts';
 import type { ExecResult, Runner } from '../../lib/exec.ts';
 
 export class FakeNft implements Nft {
@@ -21,6 +21,10 @@ export class FakeNft implements Nft {
   /** Devices that exist (shared with the fake host). */
   readonly devices: Set<string>;
   flowtableSupported = true;
+  /** false: the kernel is older than 5.8 (asKernel). */
+  deviceUpdateSupported = true;
+  /** Tables other than ours (the device probe's throwaway table). */
+  readonly others = new Map<string, TableModel>();
   ctTimeoutSupported = true;
   private failures = 0;
   /** Called before each transaction is applied (to change the host under the agent). */
@@ -50,8 +54,9 @@ export class FakeNft implements Nft {
     this.failures = n;
   }
 
-  async apply(tx: Transaction): Promise<void> {
+  async apply(tx: Transaction, table?: string): Promise<void> {
     if (tx.length === 0) return;
+    if (table !== undefined && table !== TABLE) return this.applyOther(tx, table);
     this.transactions.push(tx);
     this.beforeApply?.(tx);
     if (this.failures > 0) {
@@ -59,7 +64,7 @@ export class FakeNft implements Nft {
       throw new NftError('other', 'nft transaction failed: Error: injected failure', 'Error: injected failure\n');
     }
     try {
-      this.table = applyTransaction(this.table, tx, { devices: this.devices });
+      this.table = applyTransaction(this.table, this.asKernel(this.table, tx), { devices: this.devices });
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
       throw new NftError(classifyNft(1, message), `nft transaction failed: ${message}`, `${message}\n${toText(tx)}`);
@@ -74,8 +79,41 @@ export class FakeNft implements Nft {
     return { ok: true };
   }
 
-  async read() {
-    return this.table;
+  async read(table?: string) {
+    return table !== undefined && table !== TABLE ? this.others.get(table) : this.table;
+  }
+
+  /** Another table (the device probe's): the same semantics, not recorded in `transactions`. */
+  private async applyOther(tx: Transaction, table: string): Promise<void> {
+    try {
+      const now = applyTransaction(this.others.get(table), this.asKernel(this.others.get(table), tx), {
+        devices: new Set([...this.devices, 'lo']),
+      });
+      if (now) this.others.set(table, now);
+      else this.others.delete(table);
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      throw new NftError(classifyNft(1, message), `nft transaction failed: ${message}`, message);
+    }
+  }
+
+  /**
+   * The transaction as this kernel runs it: before Linux 5.8 (`deviceUpdateSupported` false),
+   * `add flowtable` on an existing flowtable changes nothing, and deleting devices deletes
+   * the whole flowtable.
+   */
+  private asKernel(before: TableModel | undefined, tx: Transaction): Transaction {
+    if (this.deviceUpdateSupported) return tx;
+    const exists = new Set(before?.flowtables.keys() ?? []);
+    return tx.flatMap((op): Transaction => {
+      if (op.obj.type === 'table' && op.verb === 'delete') exists.clear();
+      if (op.obj.type !== 'flowtable') return [op];
+      const name = op.obj.name;
+      if (op.verb === 'add' && exists.has(name)) return [];
+      if (op.verb === 'add') exists.add(name);
+      if (op.verb === 'delete') exists.delete(name);
+      return op.verb === 'delete' ? [{ ...op, obj: { type: 'flowtable', name } }] : [op];
+    });
   }
 
   async listText(): Promise<string | undefined> {

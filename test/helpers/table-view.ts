@@ -43,8 +43,10 @@ export interface PortSpec {
 /** The rule a LongLived port needs, as `nft list` prints it (docs/architecture.md, "The ruleset"). */
 export function offloadRule(addr: string, p: PortSpec, flowtable = true): string {
   const v6 = addr.includes(':');
-  const rule = `meta l4proto ${p.proto ?? 'tcp'} ct original proto-dst ${p.port} ct packets > ${p.threshold ?? 20} update @seen${v6 ? 6 : 4} { ct original ${v6 ? 'ip6' : 'ip'} daddr }`;
-  return flowtable ? `${rule} flow add @fastpath` : rule;
+  const head = `meta l4proto ${p.proto ?? 'tcp'} ct original proto-dst ${p.port} ct packets > ${p.threshold ?? 20}`;
+  const count = `update @seen${v6 ? 6 : 4} { ct original ${v6 ? 'ip6' : 'ip'} daddr }`;
+  // Offloaded only where the route back to the sender leaves the interface it came in on.
+  return flowtable ? `${head} fib saddr . iif oif exists ${count} flow add @fastpath` : `${head} ${count}`;
 }
 
 /** The expected view: each address with its ports' rules. */

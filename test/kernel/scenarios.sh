@@ -47,6 +47,8 @@ check "status: conntrack accounting on" [ "$(echo "$S" | jq -r .node.conntrackAc
 check "status: svc-a programmed, svc-b and svc-bad not" [ "$(echo "$S" | jq -r '[.services[].service] | join(",")')" = demo/svc-a ]
 check "status: the invalid hint is reported with its code" [ "$(echo "$S" | jq -r '[.invalid[] | .service + ":" + .code] | join(",")')" = demo/svc-bad:FH_HINT_UNSUPPORTED ]
 check "status: devices n0 and n1 tracked" [ "$(echo "$S" | jq -r '.devices | join(",")')" = n0,n1 ]
+check "status: the kernel changes a live flowtable's devices in place (probed)" [ "$(echo "$S" | jq -r .node.flowtableDeviceUpdate.supported)" = true ]
+check "the device probe's throwaway table is gone" bash -c "! ip netns exec $NODE nft list table inet flowhint_probe_devices 2>/dev/null"
 
 bulk $CLIENT 10.96.0.10 20 -p 80; sleep 4
 check "TCP ClusterIP: bulk transfer offloaded" is_offloaded "dst=10.96.0.10" "dport=80"
@@ -93,8 +95,8 @@ kill $T 2>/dev/null; wait $T 2>/dev/null
 # svc-b (10.96.0.20) is unhinted; a TCP transfer and a UDP stream to it start first. The
 # ruleset marks connections at their first packet, so these are offloaded only if the agent
 # marks the live ones (conntrack -U) when it programs the hint.
-bulk $CLIENT 10.96.0.20 30 -p 80 -J
-nsx $CLIENT node test/kernel/traffic.ts udp-watch 10.96.0.20 53 25 > $LOGS/udp-live.log & U=$!
+bulk $CLIENT 10.96.0.20 60 -p 80 -J
+nsx $CLIENT node test/kernel/traffic.ts udp-watch 10.96.0.20 53 55 > $LOGS/udp-live.log & U=$!
 sleep 4
 check "hint added live: before the hint, the transfer is not offloaded" not_offloaded "dst=10.96.0.20" "dport=80"
 write_service $DIR svc-b 10.96.0.20 'flowhint.dev/traffic-hint: LongLived'
@@ -185,8 +187,13 @@ nsx $NODE ip link add n3 type veth peer name n3p; nsx $NODE ip link set n3 up; n
 mkdir -p /tmp/wrap
 cat > /tmp/wrap/nft <<WRAP
 #!/bin/sh
-# Delete n3 just before the first transaction, after the agent listed it.
-if [ "\$1" = "-f" ] && [ -e /tmp/vanish ]; then rm -f /tmp/vanish; ip link del n3; fi
+# Delete n3 just before the first transaction on flowhint's table (not the device probe's),
+# after the agent listed it.
+if [ "\$1" = "-f" ] && [ -e /tmp/vanish ]; then
+  in=\$(cat)
+  case "\$in" in *"inet flowhint "*) rm -f /tmp/vanish; ip link del n3 ;; esac
+  printf '%s\n' "\$in" | exec $(command -v nft) "\$@"
+fi
 exec $(command -v nft) "\$@"
 WRAP
 chmod +x /tmp/wrap/nft; touch /tmp/vanish
@@ -196,6 +203,11 @@ check "vanished device: it was retried once after re-listing" grep -q 'retrying 
 check "vanished device: the flowtable has the others, not it" bash -c "ip netns exec $NODE nft list flowtable inet flowhint fastpath | grep -q 'n0, n1' && ! ip netns exec $NODE nft list flowtable inet flowhint fastpath | grep -q n3"
 [ $RC -eq 0 ] || sed 's/^/#   /' $LOGS/vanish.log | tail -n 20
 
+# --- veths created and deleted every 100 ms while hints change (test/kernel/churn.sh) ----
+. test/kernel/churn.sh
+# --- asymmetric routing: replies out a second uplink (test/kernel/asymmetric.sh) ---------
+. test/kernel/asymmetric.sh
+
 # --- kube-proxy IPVS mode beside a hinted Service (test/kernel/ipvs.sh) -----------------
 . test/kernel/ipvs.sh
 
@@ -203,6 +215,8 @@ check "vanished device: the flowtable has the others, not it" bash -c "ip netns 
 . test/kernel/short-lived.sh
 # --- ShortLived beside kube-proxy's conntrack sysctls, half-closed connections ---------
 . test/kernel/short-lived-node.sh
+# --- ShortLived under masquerade: reconnects from a fixed port (test/kernel/snat-reuse.sh) -
+. test/kernel/snat-reuse.sh
 
 # --- kube-proxy's nftables and iptables rulesets, another flowtable owner (kube-proxy.sh) -
 . test/kernel/kube-proxy.sh

@@ -27,7 +27,13 @@
  *   node traffic.ts half-close HOST PORT BYTES       one connection: send BYTES random bytes,
  *                                                    shutdown(SHUT_WR), read the late answer until
  *                                                    the server's FIN; it must be exactly those bytes
- * The three checks exit 0 only if every byte came back whole, and print one line saying what arrived.
+ *   node traffic.ts first-closer PORT                TCP on PORT that echoes each connection's first
+ *                                                    BYTES bytes (a 4-byte length, then them) and
+ *                                                    closes first (its side then holds TIME_WAIT)
+ *   node traffic.ts from-port HOST PORT SRC SPORT BYTES  one connection from SRC:SPORT to the
+ *                                                    first-closer: BYTES random bytes, read them back
+ *                                                    until its FIN; prints the connect time in ms
+ * The checks exit 0 only if every byte came back whole, and print one line saying what arrived.
  * Each round trip is one small write answered by its echo, so it is at least two packets.
  */
 import { randomBytes } from 'node:crypto';
@@ -56,6 +62,41 @@ if (mode === 'server') {
     s.on('end', () => void sleep(delayMs).then(() => s.end(Buffer.concat(got))));
     s.on('error', () => s.destroy());
   }).listen(port, '::');
+} else if (mode === 'first-closer') {
+  createServer({ allowHalfOpen: true }, (s) => {
+    let got = Buffer.alloc(0);
+    s.on('data', (x) => {
+      got = Buffer.concat([got, x]);
+      if (got.length >= 4 && got.length >= 4 + got.readUInt32BE(0)) s.end(got.subarray(4, 4 + got.readUInt32BE(0)));
+    });
+    s.on('error', () => s.destroy());
+  }).listen(Number(a), '::');
+} else if (mode === 'from-port') {
+  const [host, port, localAddress, localPort, bytes] = [a!, Number(b), c!, Number(d), Number(e)];
+  const sent = randomBytes(bytes);
+  const got: Buffer[] = [];
+  const started = Date.now();
+  let connectMs = -1;
+  const s = createConnection({ host, port, localAddress, localPort, allowHalfOpen: true });
+  const outcome = await new Promise<string>((resolve) => {
+    const timer = setTimeout(() => resolve('no answer in 30 s'), 30_000);
+    s.on('connect', () => {
+      connectMs = Date.now() - started;
+      const length = Buffer.alloc(4);
+      length.writeUInt32BE(bytes);
+      s.write(Buffer.concat([length, sent]));
+    });
+    s.on('data', (x) => got.push(x));
+    s.on('end', () => resolve('closed'));
+    s.on('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
+    s.on('close', () => clearTimeout(timer));
+  });
+  s.end();
+  const whole = Buffer.concat(got).equals(sent);
+  console.log(
+    `from-port ${localAddress}:${localPort}: connected in ${connectMs} ms, ${whole ? 'whole' : 'NOT whole'} (${outcome})`,
+  );
+  process.exit(whole ? 0 : 1);
 } else if (mode === 'half-close') {
   const [host, port, bytes] = [a!, Number(b), Number(c)];
   const sent = randomBytes(bytes);
@@ -283,7 +324,7 @@ if (mode === 'server') {
   process.exit(0);
 } else {
   process.stderr.write(
-    'usage: traffic.ts server PORT | tcp HOST PORT N1 N2 DIR | udp HOST PORT N HOLD_S | tcp-check HOST PORT N BYTES | udp-check HOST PORT N | udp-rate HOST PORT RATE SECS | udp-tag ADDR PORT TAG | udp-watch HOST PORT SECS | crr HOST PORT SECS | connect HOST PORT MS\n',
+    'usage: traffic.ts server PORT | tcp HOST PORT N1 N2 DIR | udp HOST PORT N HOLD_S | tcp-check HOST PORT N BYTES | udp-check HOST PORT N | udp-rate HOST PORT RATE SECS | udp-tag ADDR PORT TAG | udp-watch HOST PORT SECS | crr HOST PORT SECS | connect HOST PORT MS | late-server PORT DELAY_S | half-close HOST PORT BYTES | first-closer PORT | from-port HOST PORT SRC SPORT BYTES\n',
   );
   process.exit(2);
 }

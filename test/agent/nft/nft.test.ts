@@ -74,7 +74,10 @@ t.test('the kernel probes: a throwaway table, never ours; nft words as the reaso
     t.notOk(/inet flowhint /.test(c.stdin), 'never the agent table');
   }
   t.match(s.calls[0]?.stdin, /add flowtable inet flowhint_probe p \{ hook ingress priority filter; \}\n/);
-  t.match(s.calls[0]?.stdin, /add rule inet flowhint_probe c meta l4proto tcp ct packets > 1 flow add @p\n/);
+  t.match(
+    s.calls[0]?.stdin,
+    /add rule inet flowhint_probe c meta l4proto tcp ct packets > 1 fib saddr \. iif oif exists flow add @p\n/,
+  );
   t.match(
     s.calls[1]?.stdin,
     /add ct timeout inet flowhint_probe t \{ protocol udp; l3proto ip; policy = \{ unreplied : 5, replied : 5 \}; \}\n/,

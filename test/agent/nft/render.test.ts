@@ -178,7 +178,7 @@ t.test('incremental: one changed Service is a few elements and at most a chain',
   const text = renderDelta(diff(before, after, [changed.key]), on);
   t.match(
     text,
-    /^add chain inet flowhint v4_[0-9a-f]{16}\nflush chain inet flowhint v4_[0-9a-f]{16}\nadd rule inet flowhint v4_[0-9a-f]{16} meta l4proto tcp ct original proto-dst 80 ct packets > 500 update @seen4 \{ ct original ip daddr \} flow add @fastpath\ndelete element inet flowhint vips4 \{ 10\.96\.1\.8 \}\nadd element inet flowhint vips4 \{ 10\.96\.1\.8 : goto v4_[0-9a-f]{16} \}\n$/,
+    /^add chain inet flowhint v4_[0-9a-f]{16}\nflush chain inet flowhint v4_[0-9a-f]{16}\nadd rule inet flowhint v4_[0-9a-f]{16} meta l4proto tcp ct original proto-dst 80 ct packets > 500 fib saddr \. iif oif exists update @seen4 \{ ct original ip daddr \} flow add @fastpath\ndelete element inet flowhint vips4 \{ 10\.96\.1\.8 \}\nadd element inet flowhint vips4 \{ 10\.96\.1\.8 : goto v4_[0-9a-f]{16} \}\n$/,
   );
   const added = entry({ name: 'new', clusterIPs: ['10.96.9.9'] });
   const plus = withServices(after, new Map([[added.key, added]]));

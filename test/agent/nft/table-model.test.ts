@@ -83,7 +83,7 @@ t.test('parseListing: the model of a real listing', async (t) => {
   const rule = [...r.chains.values()].flatMap((c) => c.rules).find((x) => x.includes('proto-dst 80'));
   t.equal(
     rule,
-    'meta l4proto tcp ct original proto-dst 80 ct packets > 20 update @seen4 { ct original ip daddr } flow add @fastpath',
+    'meta l4proto tcp ct original proto-dst 80 ct packets > 20 fib saddr . iif oif exists update @seen4 { ct original ip daddr } flow add @fastpath',
     'a rule reads back in nft words',
   );
   const seen = parseListing(

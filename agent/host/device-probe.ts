@@ -9,6 +9,7 @@
  * the throwaway flowtable holds no flow (no rule adds any), so `lo`'s packets meet an empty
  * lookup for the few milliseconds it exists.
  */
+import { errorMessage } from '../../lib/errors.ts';
 import type { Nft } from '../nft/nft.ts';
 import { add, del, type Transaction } from '../nft/transaction.ts';
 import type { ProbeResult } from './probe.ts';
@@ -45,8 +46,7 @@ export async function probeDeviceUpdate(nft: Nft, device = 'lo'): Promise<ProbeR
     if (after.has(device)) return unsupported(`removing device ${device} from a live flowtable left it in`);
     return { supported: true, reason: '' };
   } catch (err) {
-    const message = err instanceof Error ? err.message : String(err);
-    return unsupported(message.replace(/^nft transaction failed: /, ''));
+    return unsupported(errorMessage(err).replace(/^nft transaction failed: /, ''));
   } finally {
     await nft.apply(DROP, DEVICE_PROBE_TABLE).catch(() => undefined);
   }

@@ -19,6 +19,7 @@ import { Backoff } from '../lib/backoff.ts';
 import { BoundedRunner } from '../lib/bounded-runner.ts';
 import { Conditions } from '../lib/conditions.ts';
 import { errorMessage } from '../lib/errors.ts';
+import type { Clock } from '../lib/clock.ts';
 import type { Runner } from '../lib/exec.ts';
 import type { Address } from './state/address.ts';
 import { emptyState, withNodeAddresses, withServices, type DesiredState } from './state/desired.ts';
@@ -68,6 +69,10 @@ export interface AgentOptions {
   resyncMs?: number;
   minSyncIntervalMs?: number;
   devicePollMs?: number;
+  /** How long a new device must stay up before it joins the flowtable (host/device-settle.ts). */
+  deviceSettleMs?: number;
+  /** Time for settling devices; the real clock if absent (tests pass a fake one). */
+  clock?: Clock;
   reprobeMs?: number;
   conntrackPollMs?: number;
   backoff?: { initialMs: number; maxMs: number };
@@ -116,7 +121,9 @@ export class Agent {
     const shared = { ...o, log: o.logger, conditions: this.conditions };
     const programmed = () => this.programmer.applied !== undefined;
     this.node = new NodeSupport({ ...shared, upgrade: () => this.requestFull(), programmed });
-    this.programmer = new Programmer({ ...shared, support: this.node });
+    // Device work yields to Service changes that arrive while it runs (and to stop).
+    const yieldTo = () => this.dirty.size > 0 || this.stopped;
+    this.programmer = new Programmer({ ...shared, support: this.node, yieldTo });
     this.host = new HostPoll(shared);
     const marks = (this.marks = { long: o.ctMark ?? DEFAULT_CT_MARK, short: o.shortMark ?? DEFAULT_SHORT_MARK });
     this.observer = new Observer({ ...shared, marks, changed: () => this.changed() });
@@ -243,7 +250,11 @@ export class Agent {
     const target = this.desired;
     const keys = this.dirty;
     this.dirty = new Set();
-    const devices = this.node.flowtable && this.devicesChanged() ? this.wantDevices : undefined;
+    // Service changes first: with changed Services, a device change waits for a sync of its
+    // own, requested right after this one, so a hint never waits for device transactions.
+    const deviceWork = this.node.flowtable && this.devicesChanged();
+    const deferred = deviceWork && keys.size > 0 && kind === 'partial';
+    const devices = deviceWork && !deferred ? this.wantDevices : undefined;
     const apply = () =>
       kind === 'full'
         ? this.programmer.full(target, () => this.host.devices())
@@ -259,7 +270,9 @@ export class Agent {
     try {
       const drift = await apply();
       result = done({ ok: true, ...(drift === undefined ? {} : { drift }) });
-      this.wantDevices = undefined;
+      // Device work left for later (deferred, or stopped for a Service change): the next sync.
+      if (deferred || this.programmer.devicesPending) this.runner.request();
+      else this.wantDevices = undefined;
       this.needFull = false;
       this.failures = 0;
     } catch (err) {

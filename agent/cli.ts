@@ -89,7 +89,9 @@ export async function agentCommand(argv: string[]): Promise<number> {
           () =>
             new FlowhintError(
               'FH_ONCE_TIMEOUT',
-              `no sync within --once-timeout ${f['once-timeout']}s (the source never delivered its first state)`,
+              running.lastSync
+                ? `not done within --once-timeout ${f['once-timeout']}s: the sync ended (${running.lastSync.ok ? 'ok' : 'failed'}), marking live connections did not`
+                : `no sync within --once-timeout ${f['once-timeout']}s (the source never delivered its first state)`,
             ),
         )
       : undefined;

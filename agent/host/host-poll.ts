@@ -5,9 +5,11 @@
  */
 import type { Logger } from 'pino';
 import type { Conditions } from '../../lib/conditions.ts';
+import { realClock, type Clock } from '../../lib/clock.ts';
 import type { Runner } from '../../lib/exec.ts';
 import { addressKey, type Address } from '../state/address.ts';
 import { listLinks, listNodeAddresses, selectDevices, type DeviceFilter } from './devices.ts';
+import { DeviceSettle } from './device-settle.ts';
 
 export interface HostPollOptions {
   run: Runner;
@@ -16,6 +18,10 @@ export interface HostPollOptions {
   nodeAddresses?: readonly Address[] | undefined;
   log: Logger;
   conditions: Conditions;
+  /** How long a new device must stay up before it joins the flowtable (device-settle.ts's default if absent). */
+  deviceSettleMs?: number | undefined;
+  /** Time, for settling; the real clock if absent. */
+  clock?: Clock | undefined;
 }
 
 export interface HostChanges {
@@ -25,18 +31,20 @@ export interface HostChanges {
 
 export class HostPoll {
   private readonly o: HostPollOptions;
+  private readonly settle: DeviceSettle;
 
   constructor(o: HostPollOptions) {
     this.o = o;
+    this.settle = new DeviceSettle(o.deviceSettleMs);
   }
 
-  /** The devices the flowtable should hold now. */
+  /** The devices the flowtable should hold now: those selected that have settled (device-settle.ts). */
   async devices(): Promise<string[]> {
     const { devices, skipped } = selectDevices(await listLinks(this.o.run), this.o.devices);
     if (this.o.conditions.changed('unrenderable-devices', skipped.join(',')) && skipped.length > 0) {
       this.o.log.warn({ devices: skipped }, 'device names cannot be rendered safely; not added to the flowtable');
     }
-    return devices;
+    return this.settle.settled(devices, (this.o.clock ?? realClock).now());
   }
 
   /**

@@ -52,16 +52,20 @@ export function recreateOps(o: RenderOptions, chains: readonly string[]): Op[] {
   ];
 }
 
-/** Add and remove flowtable devices in place, so offloaded flows on the others stay offloaded. */
-export function deviceOps(current: Iterable<string>, wanted: readonly string[]): Op[] {
+/** Which devices to add and which to remove, each sorted; names that cannot be rendered are left alone. */
+function deviceChanges(current: Iterable<string>, wanted: readonly string[]): { adds: string[]; dels: string[] } {
   const have = new Set(current);
   const want = new Set(wanted.filter(isRenderableDevice));
-  const adds = [...want].filter((d) => !have.has(d)).sort();
-  const dels = [...have].filter((d) => !want.has(d) && isRenderableDevice(d)).sort();
-  const ops: Op[] = [];
-  if (dels.length > 0) ops.push(del(flowtable(dels)));
-  if (adds.length > 0) ops.push(add(flowtable(adds)));
-  return ops;
+  return {
+    adds: [...want].filter((d) => !have.has(d)).sort(),
+    dels: [...have].filter((d) => !want.has(d) && isRenderableDevice(d)).sort(),
+  };
+}
+
+/** Add and remove flowtable devices in place, so offloaded flows on the others stay offloaded. */
+export function deviceOps(current: Iterable<string>, wanted: readonly string[]): Op[] {
+  const { adds, dels } = deviceChanges(current, wanted);
+  return [...(dels.length > 0 ? [del(flowtable(dels))] : []), ...(adds.length > 0 ? [add(flowtable(adds))] : [])];
 }
 
 /**
@@ -69,9 +73,6 @@ export function deviceOps(current: Iterable<string>, wanted: readonly string[]):
  * its own: a device that vanishes fails only its own (pod churn faster than any re-listing).
  */
 export function oneDeviceOps(current: Iterable<string>, wanted: readonly string[]): Op[] {
-  return deviceOps(current, wanted).flatMap((op) =>
-    op.obj.type === 'flowtable' && op.obj.devices
-      ? op.obj.devices.map((d) => ({ ...op, obj: { ...op.obj, devices: [d] } }))
-      : [op],
-  );
+  const { adds, dels } = deviceChanges(current, wanted);
+  return [...dels.map((d) => del(flowtable([d]))), ...adds.map((d) => add(flowtable([d])))];
 }

@@ -10,7 +10,9 @@
  *
  * Device changes always go in a transaction of their own, after the Services': a veth that
  * vanished since the last poll (a short-lived Job's pod) fails only that one, which is
- * retried at once with the devices listed again. Service changes never wait for a device.
+ * retried at once with the devices listed again. Service changes never wait for a device:
+ * device work stops between its transactions when `yieldTo` says Services are waiting
+ * (`devicesPending` then tells the caller to come back for the rest).
  *
  * A failed transaction changes nothing (nft transactions are atomic), so `applied` is
  * updated only after one succeeds.
@@ -50,6 +52,8 @@ export interface ProgrammerOptions {
   counter: boolean;
   ctMark?: number | undefined;
   shortMark?: number | undefined;
+  /** Whether device work should stop at its next transaction (Service changes are waiting). */
+  yieldTo?: () => boolean;
 }
 
 export class Programmer {
@@ -58,6 +62,8 @@ export class Programmer {
   applied: Applied | undefined;
   /** The LongLived elements the last successful sync added (host/live-marks.ts marks their live connections). */
   addedLong: readonly LongElement[] = [];
+  /** The last sync stopped its device work early to let Service changes through (yieldTo). */
+  devicesPending = false;
 
   constructor(o: ProgrammerOptions) {
     this.o = o;
@@ -86,6 +92,7 @@ export class Programmer {
    */
   async full(target: DesiredState, listDevices: () => Promise<string[]>): Promise<boolean> {
     const { nft, log, metrics } = this.o;
+    this.devicesPending = false;
     const flowtable = this.o.support.flowtable;
     const render = (devices: readonly string[]) => this.render(devices);
     let devices = flowtable ? await listDevices() : [];
@@ -123,7 +130,8 @@ export class Programmer {
     // new connections all along, and its live ones are marked already.
     this.addedLong = addedLong(undefined, target).filter((e) => !marksAlready(current, e));
     this.applied = { state: target, options: render(existing || inPlace ? first : devices) };
-    if (long) await this.inPlace(devices, listDevices);
+    // What the flowtable holds now is known (the transaction just made it so): no read back.
+    if (long) await this.inPlace(devices, listDevices, first);
     return differences.length > 0;
   }
 
@@ -132,28 +140,37 @@ export class Programmer {
    * that vanished since it was listed fails it: list again, then one transaction per device,
    * so a vanished one fails only its own. Never fails the sync: what did not apply is
    * retried by the next host poll, which sees the flowtable differ from the node's devices.
+   * `held`: what the flowtable holds, when the caller knows it (else it is read back).
    */
-  private async inPlace(wanted: readonly string[], listDevices: () => Promise<string[]>): Promise<void> {
+  private async inPlace(
+    wanted: readonly string[],
+    listDevices: () => Promise<string[]>,
+    held?: readonly string[],
+  ): Promise<void> {
     const { nft, log } = this.o;
     const applied = this.applied;
+    this.devicesPending = false;
     if (!applied) return;
     const before = applied.options.devices;
-    // The kernel drops a deleted device from the flowtable by itself: start from what it holds now.
+    // Before Linux 6.16 the kernel drops a deleted device from the flowtable by itself; from
+    // 6.16 (hooks by interface name) it keeps the name until deleted: start from what it holds.
     const inKernel = async () => (await nft.read())?.flowtables.get(FLOWTABLE)?.devices ?? before;
     let devices = wanted;
     // Without in-place device changes (before Linux 5.8), the flowtable is made again with them.
     const recreate = this.o.support.deviceUpdate === false;
-    const opsFor = async (d: readonly string[]) => {
-      const ops = deviceOps(await inKernel(), d);
+    const opsFor = async (d: readonly string[], known?: readonly string[]) => {
+      const ops = deviceOps(known ?? (await inKernel()), d);
       return recreate && ops.length > 0
         ? recreateFlowtable({ ...applied.options, devices: d }, applied.state.chains)
         : ops;
     };
-    const ops = await opsFor(devices);
+    const ops = await opsFor(devices, held);
     if (ops.length === 0 && devices.join(',') === before.join(',')) return;
+    if (this.yielded()) return;
     try {
       if (ops.length > 0) await nft.apply(ops);
     } catch (err) {
+      if (this.yielded()) return;
       const again = await listDevices();
       if (recreate && again.join(',') === devices.join(',')) throw err;
       if (again.join(',') !== devices.join(',')) this.vanished(devices, again);
@@ -179,6 +196,7 @@ export class Programmer {
     const failed: string[] = [];
     let err = errorMessage(first);
     for (const op of oneDeviceOps(await inKernel(), wanted)) {
+      if (this.yielded()) break;
       await this.o.nft.apply([op]).catch((e: unknown) => {
         err = errorMessage(e);
         failed.push(...(op.obj.type === 'flowtable' ? (op.obj.devices ?? []) : []));
@@ -194,6 +212,12 @@ export class Programmer {
     // What the kernel holds: the wanted ones it took, then any it kept that a failed removal left.
     const now = [...(await inKernel())];
     return [...wanted.filter((d) => now.includes(d)), ...now.filter((d) => !wanted.includes(d)).sort()];
+  }
+
+  /** Whether device work stops here for waiting Service changes; notes it in devicesPending. */
+  private yielded(): boolean {
+    if (this.o.yieldTo?.() === true) this.devicesPending = true;
+    return this.devicesPending;
   }
 
   /** Devices listed for a transaction that were gone by the time it ran. */
@@ -212,6 +236,7 @@ export class Programmer {
     devices: readonly string[] | undefined,
     listDevices: () => Promise<string[]> = async () => [...(devices ?? [])],
   ): Promise<undefined> {
+    this.devicesPending = false;
     const before = this.devices;
     // The node's timeouts as programmed: a change of them waits for the full sync it asked for
     // (a partial sync deletes ct timeout objects by the names they were created with).

@@ -3,10 +3,22 @@
  * retry): drift, host polling, conditions and support that appears, against the FAKE nft.
  */
 import t from 'tap';
+import { fakeClock } from '../helpers/fake-clock.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { FakeNft } from '../helpers/fake-nft.ts';
 import { expectOffloads, offloads, viewText } from '../helpers/table-view.ts';
-import { A, B, TestSource, expected, isFull, makeAgent, metric, service, type Svc } from '../helpers/loop-agent.ts';
+import {
+  A,
+  B,
+  TestSource,
+  expected,
+  isFull,
+  makeAgent,
+  metric,
+  service,
+  syncedAgent,
+  type Svc,
+} from '../helpers/loop-agent.ts';
 import { eventually } from '../helpers/eventually.ts';
 
 t.test('drift is content: a re-pointed element or a changed port is seen, counted, logged and repaired', async (t) => {
@@ -122,6 +134,44 @@ t.test('host polling: devices that come and go are changed in place by the sync 
   await agent.stop();
 });
 
+t.test('a new device joins the flowtable once it has stayed up; one that lives less never reaches nft', async (t) => {
+  const nft = new FakeNft(['eth0']);
+  const time = fakeClock(1_000_000);
+  const synced = await syncedAgent(nft, new TestSource([service(A)]), { deviceSettleMs: 1_000, clock: time.clock });
+  const { agent, poll } = synced;
+  const held = () => synced.held().join(',');
+  t.ok(synced.first.ok);
+  t.equal(held(), 'eth0', 'the devices present at start join at once');
+  const named = (d: string) =>
+    nft.transactions.filter((tx) => tx.some((op) => op.obj.type === 'flowtable' && op.obj.devices?.includes(d)));
+
+  nft.devices.add('veth-job'); // a short-lived pod: seen by two polls 600 ms apart, then gone
+  nft.devices.add('veth-app'); // a pod that stays
+  await poll();
+  await time.tick(600);
+  await poll();
+  t.equal((await agent.sync()).kind, 'partial', 'nothing for the devices sync to do yet');
+  t.equal(held(), 'eth0', 'neither device has stayed up 1 s');
+  nft.devices.delete('veth-job');
+  await time.tick(400);
+  await poll(); // veth-app: listed for 1 000 ms now
+  const r = await agent.sync();
+  t.equal(r.kind, 'devices');
+  t.equal(held(), 'eth0,veth-app', 'the pod that stayed joins');
+  t.same(named('veth-job'), [], 'the short-lived one never reached nft');
+
+  nft.devices.delete('veth-app');
+  await time.tick(100);
+  await poll();
+  await agent.sync();
+  nft.devices.add('veth-app'); // back again: it waits again
+  await time.tick(100);
+  await poll();
+  await agent.sync();
+  t.equal(held(), 'eth0', 'a device that went and came back waits again');
+  await agent.stop();
+});
+
 t.test('a condition is logged when it changes, not at every check, and its memory does not grow', async (t) => {
   const nft = new FakeNft(['eth0']);
   const { agent, lines } = makeAgent(nft, new TestSource([service(A)]), { devicePollMs: 5 });
@@ -189,6 +239,13 @@ t.test('device churn: a device that vanished before its transaction never holds 
     first.every((op) => op.obj.type !== 'flowtable') && first.some((op) => op.obj.type === 'element'),
     'Service elements in a transaction of their own, first',
   );
+  t.ok(
+    nft.transactions.slice(from).every((tx) => tx.every((op) => op.obj.type !== 'flowtable')),
+    'and no device transaction in that sync: the device change waits for a sync of its own',
+  );
+  const devices = await agent.sync();
+  t.equal(devices.kind, 'devices', 'which comes next');
+  t.ok(devices.ok, devices.error ?? 'and succeeds');
   t.same([...(nft.table?.flowtables.get('fastpath')?.devices ?? [])], ['eth0'], 'the vanished device is dropped');
   t.match(await metric(metrics, 'flowhint_agent_devices_missing_total'), /flowhint_agent_devices_missing_total 1/);
 

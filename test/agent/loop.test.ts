@@ -18,6 +18,7 @@ import {
   makeAgent,
   metric,
   service,
+  syncedAgent,
   type Svc,
 } from '../helpers/loop-agent.ts';
 import { svc } from '../helpers/agent.ts';
@@ -124,6 +125,60 @@ t.test('a device that vanishes during a full sync is pruned; device changes neve
   t.equal(healed.kind, 'devices', 'by a devices sync');
   t.same([...(nft2.table?.flowtables.get('fastpath')?.devices ?? [])].sort(), ['eth0', 'eth1']);
   await again.agent.stop();
+  await agent.stop();
+});
+
+t.test(
+  'a hint change never waits for device work: its sync names no device, the devices follow in their own',
+  async (t) => {
+    const nft = new FakeNft(['eth0']);
+    const source = new TestSource([service(A)]);
+    const { agent, poll, held, first: start } = await syncedAgent(nft, source);
+    t.ok(start.ok);
+    nft.devices.add('eth1');
+    await poll(); // the poll saw eth1: a device change is waiting
+    source.upsert(service(B)); // and so is a Service change
+    const seen = nft.transactions.length;
+    const first = await agent.sync();
+    t.equal(first.kind, 'partial');
+    t.ok(first.ok, first.error ?? 'ok');
+    t.same(offloads(nft.table), expected([A, B]), 'the Service is programmed');
+    t.same(nft.transactions.slice(seen).flatMap(flowtableOps), [], 'by a sync with no flowtable operation');
+    t.same(held(), ['eth0'], 'the device is not there yet');
+    const second = await agent.sync();
+    t.equal(second.kind, 'devices', 'the next sync is the devices one');
+    t.same(held(), ['eth0', 'eth1']);
+    t.same(offloads(nft.table), expected([A, B]));
+    await agent.stop();
+  },
+);
+
+t.test('device work stops between its transactions for a Service change that arrives meanwhile', async (t) => {
+  const nft = new FakeNft(['eth0']);
+  const source = new TestSource([service(A)]);
+  const { agent, poll, held, first } = await syncedAgent(nft, source);
+  t.ok(first.ok);
+  for (const d of ['eth1', 'eth2', 'eth3', 'gone']) nft.devices.add(d);
+  await poll();
+  nft.devices.delete('gone'); // vanished since the poll: the devices' transaction fails, then one by one
+  let singles = 0;
+  nft.beforeApply = (tx) => {
+    const devices = tx.flatMap((op) => (op.obj.type === 'flowtable' ? (op.obj.devices ?? []) : []));
+    if (devices.length === 1 && ++singles === 1) source.upsert(service(B)); // a hint changes meanwhile
+  };
+  const r = await agent.sync();
+  t.equal(r.kind, 'devices');
+  t.ok(r.ok, r.error ?? 'ok');
+  t.equal(singles, 1, 'one device transaction ran, then the work stopped');
+  t.equal(held().length, 2, 'the flowtable holds eth0 and the one device added');
+  nft.beforeApply = undefined;
+  const next = await agent.sync();
+  t.equal(next.kind, 'partial', 'the waiting Service goes next');
+  t.same(offloads(nft.table), expected([A, B]));
+  t.equal(held().length, 2, 'still without the rest of the devices');
+  const last = await agent.sync();
+  t.equal(last.kind, 'devices', 'then the rest of the devices');
+  t.same(held(), ['eth0', 'eth1', 'eth2', 'eth3']);
   await agent.stop();
 });
 

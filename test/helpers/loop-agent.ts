@@ -71,9 +71,24 @@ export function makeAgent(
     counter: true,
     backoff: { initialMs: 5, maxMs: 20 },
     minSyncIntervalMs: 1,
+    // Devices join at once here; loop-host.test.ts settles them on a fake clock.
+    deviceSettleMs: 0,
     ...extra,
   });
   return { agent, metrics, lines };
+}
+
+/**
+ * An agent over `nft` that has synced `source` once (`first`), with its host poll and the
+ * flowtable's devices (sorted) at hand: for the device tests.
+ */
+export async function syncedAgent(nft: FakeNft, source: Source, extra: Partial<AgentOptions> = {}) {
+  const made = makeAgent(nft, source, extra);
+  const poll = () => (made.agent as unknown as { pollHost(): Promise<void> }).pollHost();
+  const held = () => [...(nft.table?.flowtables.get('fastpath')?.devices ?? [])].sort();
+  await made.agent.prepare();
+  const first = await made.agent.sync();
+  return { ...made, poll, held, first };
 }
 
 export async function metric(m: AgentMetrics, name: string): Promise<string> {

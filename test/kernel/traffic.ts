@@ -1,8 +1,9 @@
 /**
  * Traffic with a known packet count, for threshold scenarios (iperf3 does the bulk ones).
  *   node traffic.ts server PORT                      TCP and UDP echo on PORT
- *   node traffic.ts tcp HOST PORT N1 N2 DIR          N1 round trips, touch DIR/phase1, wait for
- *                                                    DIR/go, N2 more, touch DIR/phase2, hold open
+ *   node traffic.ts tcp HOST PORT N1 N2 DIR          N1 round trips, write DIR/phase1, wait for
+ *                                                    DIR/go, N2 more, write DIR/phase2, hold open;
+ *                                                    each phase file holds the bytes echoed so far
  *   node traffic.ts udp HOST PORT N HOLD_S           N datagram round trips, then keep sending one
  *                                                    a second for HOLD_S seconds
  *   node traffic.ts tcp-check HOST PORT N BYTES      N connections (4 at a time), each sends BYTES
@@ -122,7 +123,11 @@ if (mode === 'server') {
   const s = createConnection({ host, port });
   s.setNoDelay(true);
   let pending: (() => void) | undefined;
-  s.on('data', () => pending?.());
+  let back = 0;
+  s.on('data', (d: Buffer) => {
+    back += d.length;
+    pending?.();
+  });
   await new Promise((r) => s.once('connect', r));
   const trip = () =>
     new Promise<void>((r) => {
@@ -130,10 +135,10 @@ if (mode === 'server') {
       s.write('x');
     });
   for (let i = 0; i < n1; i++) await trip();
-  writeFileSync(`${dir}/phase1`, '');
+  writeFileSync(`${dir}/phase1`, `${back}\n`);
   while (!existsSync(`${dir}/go`)) await sleep(100);
   for (let i = 0; i < n2; i++) await trip();
-  writeFileSync(`${dir}/phase2`, '');
+  writeFileSync(`${dir}/phase2`, `${back}\n`);
   await sleep(120_000);
 } else if (mode === 'udp') {
   const [host, port, n, hold] = [a!, Number(b), Number(c), Number(d)];

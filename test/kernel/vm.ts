@@ -1,10 +1,9 @@
 /**
- * Real-kernel harness: boot Debian's 6.1 kernel (which has flowtables) under qemu with the
+ * Real-kernel harness: boot a Debian kernel (which has flowtables) under qemu with the
  * host's root over 9p, and run one script inside. The host kernel has no flowtable support,
  * so this is where offload is proven.
  *
- * - The kernel package is the one `linux-image-amd64` depends on, fetched with
- *   `apt-get download` into the git-ignored `.cache/kernel` and extracted with `dpkg -x`.
+ * - Which kernels and how they are fetched: kernels.ts (bookworm's 6.1 unless told).
  * - A tiny busybox initrd insmods virtio and 9p, mounts `/` from the host and switch_roots
  *   into `test/kernel/stage2.sh`, which mounts fresh tmpfs on /tmp and /run (iperf3 and
  *   anything else that unlinks open temp files fails on 9p), binds the extracted modules
@@ -13,105 +12,35 @@
  *   covered, so a checkout under /tmp still works.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import {
-  chmodSync,
-  copyFileSync,
-  existsSync,
-  mkdirSync,
-  readdirSync,
-  rmSync,
-  symlinkSync,
-  writeFileSync,
-} from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { outputText } from '../setup/tools.ts';
+import { bootModules, copyModule, ensureKernel, HarnessError, sh, type Kernel, type KernelId } from './kernels.ts';
+
+export { HarnessError } from './kernels.ts';
 
 export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const CACHE = join(REPO, '.cache', 'kernel');
 /** Where the repository is seen inside the VM. */
 export const VM_SRC = '/run/flowhint-src';
 
-const BOOT_MODULES = [
-  'virtio_ring',
-  'virtio',
-  'virtio_pci_legacy_dev',
-  'virtio_pci_modern_dev',
-  'virtio_pci',
-  'netfs',
-  'fscache',
-  '9pnet',
-  '9pnet_virtio',
-  '9p',
-];
-
-export class HarnessError extends Error {}
-
-function sh(cmd: string, args: string[], cwd?: string): string {
-  const r = spawnSync(cmd, args, { cwd, encoding: 'utf8' });
-  if (r.error) throw new HarnessError(`${cmd}: ${r.error.message}`);
-  if (r.status !== 0) throw new HarnessError(`${cmd} ${args.join(' ')} failed (${r.status}): ${r.stderr}`);
-  return r.stdout;
-}
-
 /** Preconditions, loudly: this suite never skips and reports success. */
 export function checkHost(): void {
   if (process.getuid?.() !== 0)
     throw new HarnessError('the real-kernel suite needs root (9p passthrough, network namespaces)');
-  for (const tool of ['qemu-system-x86_64', 'cpio', 'busybox', 'apt-get', 'dpkg']) {
+  for (const tool of ['qemu-system-x86_64', 'cpio', 'busybox', 'apt-get', 'dpkg', 'xz']) {
     if (spawnSync('sh', ['-c', `command -v ${tool}`]).status !== 0) {
       throw new HarnessError(`${tool} not found; install qemu-system-x86 busybox-static cpio (bash .ci/run does)`);
     }
   }
 }
 
-function kernelPackage(): string {
-  let out = outputText(spawnSync('apt-cache', ['depends', 'linux-image-amd64'], { encoding: 'utf8' }).stdout);
-  if (!/Depends: linux-image-/.test(out)) {
-    sh('apt-get', ['update', '-q']);
-    out = sh('apt-cache', ['depends', 'linux-image-amd64']);
-  }
-  const m = /Depends: (linux-image-[0-9][^\s]*-amd64)\b/.exec(out);
-  if (!m?.[1]) throw new HarnessError(`cannot tell which kernel linux-image-amd64 depends on:\n${out}`);
-  return m[1];
-}
-
-export interface Kernel {
-  vmlinuz: string;
-  modulesDir: string;
-  release: string;
-}
-
-export function ensureKernel(): Kernel {
-  const root = join(CACHE, 'root');
-  const find = (): Kernel | undefined => {
-    if (!existsSync(join(root, 'boot'))) return undefined;
-    const v = readdirSync(join(root, 'boot')).find((f) => f.startsWith('vmlinuz-'));
-    if (!v) return undefined;
-    const release = v.slice('vmlinuz-'.length);
-    return { vmlinuz: join(root, 'boot', v), modulesDir: join(root, 'lib', 'modules'), release };
-  };
-  const have = find();
-  if (have && existsSync(join(have.modulesDir, have.release, 'modules.dep'))) return have;
-  mkdirSync(CACHE, { recursive: true });
-  const pkg = kernelPackage();
-  sh('apt-get', ['download', '-q', pkg], CACHE);
-  const deb = readdirSync(CACHE).find((f) => f.startsWith(pkg) && f.endsWith('.deb'));
-  if (!deb) throw new HarnessError(`apt-get download ${pkg} produced no .deb in ${CACHE}`);
-  sh('dpkg', ['-x', join(CACHE, deb), root]);
-  const k = find();
-  if (!k) throw new HarnessError(`no vmlinuz in ${deb}`);
-  // The package's postinst would run depmod; without modules.dep nothing autoloads.
-  sh('depmod', ['-b', root, k.release]);
-  return k;
-}
-
-const INIT = `#!/bin/busybox sh
+const init = (modules: readonly string[]) => `#!/bin/busybox sh
 /bin/busybox --install -s /bin
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
-for m in ${BOOT_MODULES.join(' ')}; do insmod /mods/$m.ko || echo "initrd: insmod $m failed"; done
+for m in ${modules.join(' ')}; do insmod /mods/$m.ko || echo "initrd: insmod $m failed"; done
 mkdir -p /newroot
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000,cache=loose hostroot /newroot || { echo "initrd: 9p mount failed"; echo o > /proc/sysrq-trigger; }
 mount --move /dev /newroot/dev
@@ -120,23 +49,17 @@ exec switch_root /newroot /bin/bash "$FH_SRC/test/kernel/stage2.sh"
 `;
 
 export function ensureInitrd(k: Kernel): string {
-  const out = join(CACHE, `initrd-${k.release}.cpio.gz`);
+  const out = join(CACHE, k.id, `initrd-${k.release}.cpio.gz`);
   if (existsSync(out)) return out;
-  const dir = join(CACHE, 'initrd');
+  const dir = join(CACHE, k.id, 'initrd');
   rmSync(dir, { recursive: true, force: true });
   for (const d of ['bin', 'proc', 'sys', 'dev', 'mods', 'newroot']) mkdirSync(join(dir, d), { recursive: true });
   copyFileSync('/bin/busybox', join(dir, 'bin', 'busybox'));
   chmodSync(join(dir, 'bin', 'busybox'), 0o755);
   symlinkSync('busybox', join(dir, 'bin', 'sh'));
-  const modRoot = join(k.modulesDir, k.release, 'kernel');
-  for (const m of BOOT_MODULES) {
-    const path = sh('find', [modRoot, '-name', `${m}.ko`])
-      .trim()
-      .split('\n')[0];
-    if (!path) throw new HarnessError(`module ${m}.ko not found under ${modRoot}`);
-    copyFileSync(path, join(dir, 'mods', `${m}.ko`));
-  }
-  writeFileSync(join(dir, 'init'), INIT, { mode: 0o755 });
+  const modules = bootModules(k);
+  for (const m of modules) copyModule(m.path, join(dir, 'mods', `${m.name}.ko`));
+  writeFileSync(join(dir, 'init'), init(modules.map((m) => m.name)), { mode: 0o755 });
   sh('sh', [
     '-c',
     `cd '${dir}' && find . | cpio -o -H newc --quiet | gzip -1 > '${out}.tmp' && mv '${out}.tmp' '${out}'`,
@@ -162,10 +85,12 @@ export async function runInVm(
     onOutput?: (s: string) => void;
     env?: Record<string, string>;
     icount?: boolean;
+    /** Which kernel (kernels.ts); bookworm's 6.1 if absent. */
+    kernel?: KernelId;
   } = {},
 ): Promise<VmResult> {
   checkHost();
-  const k = ensureKernel();
+  const k = ensureKernel(CACHE, o.kernel ?? '6.1');
   const initrd = ensureInitrd(k);
   // The VM binds the extracted modules over /lib/modules, which needs the mount point. Some
   // machines (containers) have none; an empty one is what Debian ships anyway.

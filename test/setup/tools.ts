@@ -116,16 +116,19 @@ function run(cmd: string, args: string[], cwd?: string): void {
     );
 }
 
-/** Fetch Debian sid's kustomize into .cache/tools (see above). Returns its path. */
-export function fetchKustomize(): string {
+/**
+ * A private package list for one Debian suite of the machine's own archive, in `apt` (made
+ * empty first): the options that make apt-get and apt-cache use it, after `apt-get update`
+ * with them. The machine's apt sources are not changed. `apt/debs` is for downloads.
+ */
+export function privateApt(apt: string, suite: string): string[] {
   const uri = archiveUri();
   if (!uri) throw new ToolError('cannot find the Debian archive address in /etc/apt/sources.list{,.d}');
-  const apt = join(TOOLS, 'apt-sid');
   rmSync(apt, { recursive: true, force: true });
   for (const d of ['lists/partial', 'cache/archives/partial', 'debs']) mkdirSync(join(apt, d), { recursive: true });
   writeFileSync(
     join(apt, 'sources.list'),
-    `deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] ${uri} sid main\n`,
+    `deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] ${uri} ${suite} main\n`,
   );
   const o = [
     '-q',
@@ -141,6 +144,13 @@ export function fetchKustomize(): string {
     'APT::Sandbox::User=root',
   ];
   run('apt-get', [...o, 'update']);
+  return o;
+}
+
+/** Fetch Debian sid's kustomize into .cache/tools (see above). Returns its path. */
+export function fetchKustomize(): string {
+  const apt = join(TOOLS, 'apt-sid');
+  const o = privateApt(apt, 'sid');
   run('apt-get', [...o, 'download', 'kustomize'], join(apt, 'debs'));
   const deb = readdirSync(join(apt, 'debs')).find((f) => /^kustomize_.*\.deb$/.test(f));
   if (!deb) throw new ToolError('apt-get download kustomize produced no .deb');

@@ -6,7 +6,14 @@
 import t from 'tap';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ATTEMPTS, markArgv, markLive, updateOutcome } from '../../../agent/host/live-marks.ts';
+import {
+  ATTEMPTS,
+  PASS_ABOVE,
+  markArgv,
+  markLive,
+  unmarkedArgv,
+  updateOutcome,
+} from '../../../agent/host/live-marks.ts';
 import type { Runner } from '../../../lib/exec.ts';
 import { silentLogger } from '../../../lib/log.ts';
 import { capturedLogs } from '../../helpers/logs.ts';
@@ -114,6 +121,62 @@ t.test('what the batch says, and SIGTERM stops it between ports', async (t) => {
   await markLive(run, [e, e, e], 0x2000, stopped.logger, () => stop);
   t.equal(calls.length, 1, 'no further attempt or port once stopping');
   t.same(stopped.lines, [], 'and no failure reported for what it did not try');
+});
+
+t.test('many ports: one dump of the unmarked entries first, then updates only where connections live', async (t) => {
+  const e = (addr: string, proto: 'tcp' | 'udp', port: number) => ({ address: parseAddress(addr)!, proto, port });
+  const elements = [
+    e('10.96.0.10', 'tcp', 80),
+    e('10.96.0.10', 'udp', 53),
+    e('10.96.0.11', 'tcp', 443),
+    e('fd00:96::11', 'tcp', 443),
+  ];
+  t.ok(elements.length > PASS_ABOVE);
+  t.same(unmarkedArgv(0x2000), ['conntrack', '-L', '--mark', '0x0/0x2000']);
+  t.throws(() => unmarkedArgv(3), /not a single bit/);
+  // What conntrack 1.4.7 printed for such entries (the reply half shortened).
+  const dump = [
+    'tcp      6 431999 ESTABLISHED src=10.0.1.2 dst=10.96.0.10 sport=40000 dport=80 src=10.0.2.2 dst=10.0.1.2 sport=8080 dport=40000 [ASSURED] mark=5 use=1',
+    'udp      17 29 src=10.0.1.2 dst=10.96.0.10 sport=40001 dport=54 [UNREPLIED] src=10.0.2.2 dst=10.0.1.2 sport=54 dport=40001 mark=0 use=1',
+    'tcp      6 431999 ESTABLISHED src=fd00::2 dst=fd00:96:0:0::11 sport=40002 dport=443 src=fd00::3 dst=fd00::2 sport=443 dport=40002 [ASSURED] mark=0 use=1',
+    'tcp      6 431999 ESTABLISHED src=10.0.1.2 dst=10.96.0.11 sport=40003 dport=444 src=10.0.2.3 dst=10.0.1.2 sport=444 dport=40003 [ASSURED] mark=0 use=1',
+  ];
+  const calls: string[] = [];
+  const run: Runner = async (argv) => {
+    calls.push(argv.join(' '));
+    if (argv[1] === '-L')
+      return { code: 0, stdout: dump.join('\n') + '\n', stderr: '4 flow entries have been shown.\n' };
+    return { code: 0, stdout: '', stderr: '1 flow entries have been updated.\n' };
+  };
+  t.equal(await markLive(run, elements, 0x2000, silentLogger()), 2);
+  t.same(
+    calls,
+    [
+      'conntrack -L --mark 0x0/0x2000',
+      'conntrack -U -f ipv4 -p tcp --orig-dst 10.96.0.10 --dport 80 --mark 0x2000/0x2000',
+      'conntrack -U -f ipv6 -p tcp --orig-dst fd00:96::11 --dport 443 --mark 0x2000/0x2000',
+    ],
+    'udp/53 and 10.96.0.11:443 have no live connection (54 and 444 are other ports); the IPv6 address matches in any spelling',
+  );
+
+  // The dump fails: every port is updated, as without it.
+  calls.length = 0;
+  const failing: Runner = async (argv) => {
+    calls.push(argv.join(' '));
+    return argv[1] === '-L'
+      ? { code: 1, stdout: '', stderr: 'Operation failed: No buffer space available\n' }
+      : { code: 1, stdout: '', stderr: '0 flow entries have been updated.\n' };
+  };
+  await markLive(failing, elements, 0x2000, silentLogger());
+  t.equal(calls.length, 1 + elements.length, 'one dump, then one update per port');
+  // Few ports: no dump.
+  calls.length = 0;
+  await markLive(run, elements.slice(0, PASS_ABOVE), 0x2000, silentLogger());
+  t.same(
+    calls.filter((c) => c.includes(' -L ')),
+    [],
+    'no dump for a port or two',
+  );
 });
 
 t.test('the elements a sync adds', async (t) => {

@@ -112,17 +112,30 @@ export function conntrackArgv(bit: number): string[] {
   return ['conntrack', '-L', '--mark', `${hex}/${hex}`];
 }
 
-/** The one filtered dump into the counters, streamed where the runner can; false if conntrack failed. */
-async function dump(run: Runner, bit: number, counters: readonly ServiceCounter[]): Promise<boolean> {
-  const onLine = (line: string) => {
-    const d = conntrackLine(line);
-    if (d) for (const c of counters) c.add(d);
-  };
-  const argv = conntrackArgv(bit);
-  if (run.lines) return (await run.lines(argv, onLine, { timeoutMs: 10_000 })).code === 0;
-  const r = await run(argv, { timeoutMs: 10_000 });
+/** One conntrack dump, each line to `onLine`, streamed where the runner can; false if conntrack failed. */
+export async function eachLine(
+  run: Runner,
+  argv: string[],
+  onLine: (line: string) => void,
+  timeoutMs: number,
+): Promise<boolean> {
+  if (run.lines) return (await run.lines(argv, onLine, { timeoutMs })).code === 0;
+  const r = await run(argv, { timeoutMs });
   for (const line of r.stdout.split('\n')) onLine(line);
   return r.code === 0;
+}
+
+/** The one filtered dump into the counters; false if conntrack failed. */
+async function dump(run: Runner, bit: number, counters: readonly ServiceCounter[]): Promise<boolean> {
+  return eachLine(
+    run,
+    conntrackArgv(bit),
+    (line) => {
+      const d = conntrackLine(line);
+      if (d) for (const c of counters) c.add(d);
+    },
+    10_000,
+  );
 }
 
 export interface ConntrackCounts {

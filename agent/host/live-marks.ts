@@ -25,7 +25,7 @@ import { errorMessage } from '../../lib/errors.ts';
 import type { LongElement } from '../state/desired.ts';
 import { addressKey } from '../state/address.ts';
 import { isMarkBit } from '../nft/names.ts';
-import { conntrackLine } from './conntrack.ts';
+import { conntrackLine, eachLine } from './conntrack.ts';
 
 /** The argv that sets `bit` on the live connections to `e` (pure). */
 export function markArgv(e: LongElement, bit: number): string[] {
@@ -89,14 +89,7 @@ async function withLive(run: Runner, elements: readonly LongElement[], bit: numb
     const k = d && liveKey(d.addr, d.proto, d.port);
     if (k && wanted.has(k)) found.add(k);
   };
-  const argv = unmarkedArgv(bit);
-  const r = run.lines
-    ? await run.lines(argv, onLine, { timeoutMs: 120_000 })
-    : await run(argv, { timeoutMs: 120_000 }).then((out) => {
-        for (const line of out.stdout.split('\n')) onLine(line);
-        return out;
-      });
-  if (r.code !== 0) return [...elements];
+  if (!(await eachLine(run, unmarkedArgv(bit), onLine, 120_000))) return [...elements];
   return elements.filter((e) => found.has(liveKey(addressKey(e.address), e.proto, e.port)));
 }
 

@@ -71,14 +71,32 @@ function service(i: number) {
   };
 }
 
-/** CPU so far, this process and its waited-for children (ms). */
-function cpuMs(): number {
-  const own = process.cpuUsage();
+/** CPU so far of this process's waited-for children (ms). */
+function childrenCpuMs(): number {
   // /proc/self/stat: fields after the ")" start at field 3; cutime and cstime are 16 and 17.
   const stat = readFileSync('/proc/self/stat', 'utf8');
   const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const ticks = Number(f[13]) + Number(f[14]);
-  return (own.user + own.system) / 1000 + ticks * 10;
+  return (Number(f[13]) + Number(f[14])) * 10;
+}
+
+/** CPU so far, this process and its waited-for children (ms). */
+function cpuMs(): number {
+  const own = process.cpuUsage();
+  return (own.user + own.system) / 1000 + childrenCpuMs();
+}
+
+/**
+ * The floor under a poll: the same filtered dump by `conntrack` alone, started from this
+ * (small) process, no agent. Most of it is the kernel walking its whole table.
+ */
+function conntrackAloneMs(ns: string): number {
+  const bit = `0x${DEFAULT_MARKS.long.toString(16)}`;
+  const c0 = childrenCpuMs();
+  for (let p = 0; p < POLLS; p++)
+    execFileSync('ip', ['netns', 'exec', ns, 'conntrack', '-L', '--mark', `${bit}/${bit}`], {
+      stdio: 'ignore',
+    });
+  return (childrenCpuMs() - c0) / POLLS;
 }
 
 /** The reader flowhint used before this series: the whole dump as one string, every line parsed. */
@@ -141,7 +159,10 @@ export function conntrackMax(): number {
 }
 
 /** One table size: a namespace filled to `target` entries, every (Services, reader) measured in it. */
-export function runTable(target: number, serviceCounts: readonly number[]): { actual: number; results: PollResult[] } {
+export function runTable(
+  target: number,
+  serviceCounts: readonly number[],
+): { actual: number; results: PollResult[]; aloneMs: number } {
   const ns = `fh-bench-ct-${process.pid}-${target}`;
   const sh = (...a: string[]) => execFileSync('ip', ['netns', 'exec', ns, ...a], { encoding: 'utf8' });
   execFileSync('ip', ['netns', 'add', ns]);
@@ -165,11 +186,12 @@ export function runTable(target: number, serviceCounts: readonly number[]): { ac
     const most = Math.max(...serviceCounts);
     if (target > 0) fillConntrackIn(ns, target, most);
     const actual = Number(sh('conntrack', '-C').trim());
+    const aloneMs = conntrackAloneMs(ns);
     const results: PollResult[] = [];
     for (const services of serviceCounts)
       for (const reader of ['filtered', 'whole'] as const)
         results.push(JSON.parse(inNs(ns, ['--polls', String(actual), String(services), reader])) as PollResult);
-    return { actual, results };
+    return { actual, results, aloneMs };
   } finally {
     execFileSync('ip', ['netns', 'del', ns]);
   }

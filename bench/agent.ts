@@ -15,12 +15,18 @@ import { readFileSync } from 'node:fs';
 import { benchAgent } from './bench-agent.ts';
 import { deployedEnv, round, writePage } from './lib.ts';
 import { conntrackMax, measurePolls, rounded, runTable, type PollResult, type Reader } from './agent-conntrack.ts';
+// agent-api.ts loads @kubernetes/client-node: imported only where used, so the other children stay without it.
+import type { ApiResult, Cache } from './agent-api.ts';
+const apiSeries = () => import('./agent-api.ts');
 
 const SIZES = (process.env.BENCH_SIZES ?? '100,1000,10000').split(',').map(Number);
 const CHANGES = Number(process.env.BENCH_CHANGES ?? 60);
 /** The conntrack series (`BENCH_CONNTRACK=0` skips it) and its Service counts. */
 const CONNTRACK = process.env.BENCH_CONNTRACK !== '0';
 const CT_SERVICES = [2, 1000];
+/** The API-server series (`BENCH_API=0` skips it): Services listed through the informer. */
+const API = process.env.BENCH_API !== '0';
+const API_SERVICES = Number(process.env.BENCH_API_SERVICES ?? 10000);
 
 function service(i: number, threshold?: number) {
   const v4 = `10.${96 + Math.floor(i / 65536)}.${Math.floor(i / 256) % 256}.${i % 256}`;
@@ -118,6 +124,11 @@ function runSize(size: number): SizeResult {
 const arg = (i: number) => process.argv[2 + i] as string;
 if (arg(0) === '--child') {
   process.stdout.write(`${JSON.stringify(await measureHere(Number(arg(1))))}\n`);
+} else if (arg(0) === '--api') {
+  await (await apiSeries()).serveApi(Number(arg(1)));
+} else if (arg(0) === '--api-agent') {
+  const { measureApi } = await apiSeries();
+  process.stdout.write(`${JSON.stringify(await measureApi(arg(1), Number(arg(2)), arg(3) as Cache))}\n`);
 } else if (arg(0) === '--polls') {
   process.stdout.write(`${JSON.stringify(await measurePolls(Number(arg(1)), Number(arg(2)), arg(3) as Reader))}\n`);
 } else {
@@ -137,16 +148,39 @@ if (arg(0) === '--child') {
 
   // The conntrack series: one poll's cost against a busy table, filtered reader beside the whole dump.
   const tables = CONNTRACK ? [0, 100_000, conntrackMax()] : [];
-  const series: Array<{ actual: number; results: PollResult[] }> = [];
+  const series: Array<{ actual: number; results: PollResult[]; aloneMs: number }> = [];
   for (const target of tables) {
     const t = runTable(target, CT_SERVICES);
     series.push(t);
+    console.log(
+      `conntrack ${String(t.actual).padStart(7)} entries: the same dump by conntrack alone (no agent): CPU ${round(t.aloneMs, 1)} ms`,
+    );
     for (const r of t.results) {
       const x = rounded(r);
       console.log(
         `conntrack ${String(t.actual).padStart(7)} entries, ${String(r.services).padStart(4)} Services, ${r.reader.padEnd(8)} reader: peak RSS ${x.rss} MiB, CPU per poll ${x.cpu} ms; ${r.counted} entries counted`,
       );
     }
+  }
+  // The API-server series: the informer's cache cut down (the agent's) beside kept whole.
+  const { runApiSeries, storedBytes } = await apiSeries();
+  const apiResults: ApiResult[] = API ? await runApiSeries(API_SERVICES) : [];
+  for (const r of apiResults)
+    console.log(
+      `through the API server, ${r.services} Services, cache ${r.cache.padEnd(5)}: RSS ${round(r.rssMiB, 1)} MiB, peak ${round(r.peakMiB, 1)} MiB; ${r.programmed} programmed`,
+    );
+  const apiJson: Record<string, number> = {};
+  const byCache = (c: Cache) => apiResults.find((r) => r.cache === c);
+  if (byCache('view') && byCache('whole')) {
+    const [v, w] = [byCache('view')!, byCache('whole')!];
+    if (v.programmed !== w.programmed || v.programmed !== API_SERVICES)
+      throw new Error(`programmed ${v.programmed} (view) and ${w.programmed} (whole) of ${API_SERVICES}`);
+    Object.assign(apiJson, {
+      rss_mib_api_10k: round(v.rssMiB, 1),
+      rss_mib_api_10k_old: round(w.rssMiB, 1),
+      peak_mib_api_10k: round(v.peakMiB, 1),
+      peak_mib_api_10k_old: round(w.peakMiB, 1),
+    });
   }
   const pick = (i: number, reader: Reader) =>
     series[i]?.results.find((r) => r.reader === reader && r.services === Math.max(...CT_SERVICES));
@@ -161,6 +195,7 @@ if (arg(0) === '--child') {
       ctJson[`rss_mib_conntrack_full${suffix}`] = rounded(pick(last, reader)!).rss;
       ctJson[`cpu_ms_per_poll_conntrack_full${suffix}`] = rounded(pick(last, reader)!).cpu;
     }
+    ctJson.cpu_ms_conntrack_alone_full = round(series[last]!.aloneMs, 1);
     ctJson.conntrack_full_entries = series[last]!.actual;
   }
   const json = {
@@ -169,6 +204,7 @@ if (arg(0) === '--child') {
     full_sync_10k_ms: round(big.fullMs, 0),
     rss_mib_10k: round(big.rssMiB, 1),
     rss_anon_mib_10k: round(big.anonMiB, 1),
+    ...apiJson,
     ...ctJson,
   };
   const cell = (f: (r: SizeResult) => string) => results.map(f);
@@ -190,24 +226,45 @@ if (arg(0) === '--child') {
       ['agent RSS (MiB)', ...cell((r) => String(round(r.rssMiB, 1)))],
       ['of which anonymous (MiB)', ...cell((r) => String(round(r.anonMiB, 1)))],
     ],
-    sections: series.length
-      ? [
-          {
-            heading: 'A busy conntrack table',
-            method: [
-              'One conntrack poll (every 15 s in the agent) against a namespace whose table holds real UNREPLIED UDP entries,',
-              `${CT_SERVICES.join(' and ')} hinted Services programmed, 2,000 entries marked as flowhint marks its own. *filtered*: the`,
-              "agent's reader (one `conntrack -L --mark 0x2000/0x2000`, streamed); *whole*: the reader it replaced (`conntrack -L`",
-              'read whole, every line parsed), in the same run. Peak RSS of the agent process; CPU per poll includes the conntrack',
-              'children. Targets: RSS at a full table within 10 MiB of an empty one [2 MiB]; CPU per poll at a full table ≤ 50 ms [10 ms].',
-            ].join('\n'),
-            header: ['conntrack entries', 'Services', 'reader', 'peak RSS (MiB)', 'CPU per poll (ms)'],
-            rows: series.flatMap((t) =>
-              t.results.map((r) => [t.actual, r.services, r.reader, rounded(r).rss, rounded(r).cpu]),
-            ),
-          },
-        ]
-      : [],
+    sections: [
+      ...(apiResults.length
+        ? [
+            {
+              heading: 'Through the API server',
+              method: [
+                `The agent with its Services listed and watched by the real KubeSource (@kubernetes/client-node's informer, loaded`,
+                `as the Pod loads it) from the list/watch FAKE API server, ${API_SERVICES} Services stored as \`kubectl apply\` leaves them`,
+                `(managedFields, last-applied-configuration, selector: ${storedBytes()} bytes of JSON each). *view*: the informer's cache`,
+                "cut down to the fields flowhint reads (the agent's); *whole*: kept as sent (before), in the same run. RSS after the",
+                'first full sync, and the peak (the initial list is the high-water mark). Target: RSS ≤ 120 MiB [80].',
+              ].join('\n'),
+              header: ['Services', 'informer cache', 'RSS (MiB)', 'peak RSS (MiB)'],
+              rows: apiResults.map((r) => [r.services, r.cache, round(r.rssMiB, 1), round(r.peakMiB, 1)]),
+            },
+          ]
+        : []),
+      ...(series.length
+        ? [
+            {
+              heading: 'A busy conntrack table',
+              method: [
+                'One conntrack poll (every 15 s in the agent) against a namespace whose table holds real UNREPLIED UDP entries,',
+                `${CT_SERVICES.join(' and ')} hinted Services programmed, 2,000 entries marked as flowhint marks its own. *filtered*: the`,
+                "agent's reader (one `conntrack -L --mark 0x2000/0x2000`, streamed); *whole*: the reader it replaced (`conntrack -L`",
+                'read whole, every line parsed), in the same run. Peak RSS of the agent process; CPU per poll includes the conntrack',
+                'children. Targets: RSS at a full table within 10 MiB of an empty one [2 MiB]; CPU per poll at a full table ≤ 50 ms [10 ms].',
+                '*conntrack alone*: the same filtered dump by `conntrack` started from the small bench process, no agent: the floor',
+                "under a poll, most of it the kernel walking its whole table (the kernel's cost, which no reader of conntrack avoids).",
+              ].join('\n'),
+              header: ['conntrack entries', 'Services', 'reader', 'peak RSS (MiB)', 'CPU per poll (ms)'],
+              rows: series.flatMap((t) => [
+                ...t.results.map((r) => [t.actual, r.services, r.reader, rounded(r).rss, rounded(r).cpu]),
+                [t.actual, '-', 'conntrack alone', '-', round(t.aloneMs, 1)],
+              ]),
+            },
+          ]
+        : []),
+    ],
     json,
   });
   console.log(JSON.stringify(json));

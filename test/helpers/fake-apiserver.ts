@@ -13,6 +13,10 @@
  * - faults on demand: HTTP errors for the next N requests, dropped watch connections,
  *   watches that hang without sending anything, the server refusing connections (`pause`),
  *   and the server accepting but never answering (`unresponsive`);
+ * - `limit` and `continue` on lists: pages of a consistent snapshot, in key order, each with
+ *   the snapshot's resourceVersion, `continue` and `remainingItemCount` while more remain; a
+ *   continue token whose snapshot is gone (`expireContinues()`, as after etcd compaction)
+ *   gets 410 Gone (reason Expired);
  * - GET and PATCH of one Service with `application/json-patch+json` (a failing `test` op: 422);
  * - more resources through `route()` (test/helpers/fake-flowhintnodes.ts: Nodes and the
  *   FlowhintNode CRD), behind the same faults.
@@ -68,6 +72,9 @@ export class FakeApiServer {
   private hangNext = 0;
   private silent = false;
   private held = new Set<ServerResponse>();
+  /** Snapshots of paginated lists, by continue-token id. */
+  private snapshots = new Map<number, { rv: number; items: Obj[] }>();
+  private nextSnapshot = 1;
   readonly requests: RequestLog[] = [];
   private readonly routes: Route[] = [];
   url = '';
@@ -250,6 +257,57 @@ export class FakeApiServer {
     });
   }
 
+  /** Continue tokens stop working: their snapshots are gone. */
+  expireContinues(): void {
+    this.snapshots.clear();
+  }
+
+  /** A list, or a page of one (`limit`, `continue`). */
+  private list(res: ServerResponse, selector: string | undefined, query: Record<string, string>): void {
+    const kind = { kind: 'ServiceList', apiVersion: 'v1' };
+    let snap: { id: number; rv: number; items: Obj[] };
+    let offset = 0;
+    if (query.continue) {
+      const token = JSON.parse(Buffer.from(query.continue, 'base64url').toString()) as { id: number; offset: number };
+      const found = this.snapshots.get(token.id);
+      if (!found) {
+        reply(
+          res,
+          410,
+          statusFailure(
+            410,
+            'Expired',
+            'The provided continue parameter is too old to display a consistent list result.',
+          ),
+        );
+        return;
+      }
+      snap = { id: token.id, ...found };
+      offset = token.offset;
+    } else {
+      const items = [...this.objects.values()]
+        .filter((o) => matches(o, selector))
+        .sort((a, b) => key(a).localeCompare(key(b)));
+      snap = { id: this.nextSnapshot++, rv: this.rv, items };
+    }
+    const limit = Number(query.limit ?? 0);
+    if (!(limit > 0)) {
+      reply(res, 200, { ...kind, metadata: { resourceVersion: String(snap.rv) }, items: snap.items });
+      return;
+    }
+    const items = snap.items.slice(offset, offset + limit);
+    const rest = snap.items.length - offset - items.length;
+    const metadata: Record<string, unknown> = { resourceVersion: String(snap.rv) };
+    if (rest > 0) {
+      this.snapshots.set(snap.id, { rv: snap.rv, items: snap.items });
+      metadata.continue = Buffer.from(JSON.stringify({ id: snap.id, offset: offset + items.length })).toString(
+        'base64url',
+      );
+      metadata.remainingItemCount = rest;
+    } else this.snapshots.delete(snap.id);
+    reply(res, 200, { ...kind, metadata, items });
+  }
+
   private handle(req: IncomingMessage, res: ServerResponse): void {
     const u = new URL(req.url ?? '/', 'http://x');
     const query = Object.fromEntries(u.searchParams);
@@ -309,7 +367,8 @@ export class FakeApiServer {
       for (const c of this.history) if (c.rv > from) this.deliver(w, c);
       return;
     }
-    const items = [...this.objects.values()].filter((o) => matches(o, selector));
-    reply(res, 200, { kind: 'ServiceList', apiVersion: 'v1', metadata: { resourceVersion: String(this.rv) }, items });
+    this.list(res, selector, query);
   }
 }
+
+const key = (o: Obj) => `${o.metadata.namespace}/${o.metadata.name}`;

@@ -21,7 +21,11 @@ function service(name: string, hinted = true, port = 80) {
   };
 }
 
-async function setup(t: { teardown: (fn: () => Promise<void> | void) => void }, listTimeoutMs?: number) {
+async function setup(
+  t: { teardown: (fn: () => Promise<void> | void) => void },
+  listTimeoutMs?: number,
+  listPage?: number,
+) {
   const api = new FakeApiServer();
   await api.start();
   const kc = fakeKubeConfig(api.url);
@@ -35,6 +39,7 @@ async function setup(t: { teardown: (fn: () => Promise<void> | void) => void }, 
     onRestart: () => (restarts += 1),
     backoff: { initialMs: 20, maxMs: 200 },
     ...(listTimeoutMs ? { listTimeoutMs } : {}),
+    ...(listPage ? { listPage } : {}),
   });
   const start = () =>
     source.start({
@@ -67,6 +72,115 @@ t.test('initial list and watch carry the label selector; only hinted Services ar
   t.equal(list?.query.labelSelector, HINT, 'list passes the selector');
   t.equal(watch?.query.labelSelector, HINT, 'watch passes the selector');
   t.ok(Number(watch?.query.resourceVersion) > 0, 'watch starts at the list resourceVersion');
+});
+
+t.test('the list comes in pages of one snapshot; changes meanwhile arrive through the watch', async (t) => {
+  const s = await setup(t, undefined, 2);
+  for (const n of ['a', 'b', 'c', 'd', 'e']) s.api.apply(service(n));
+  // Between the first and the second page, one Service changes and one goes: the pages
+  // still show the snapshot, and the watch (from the snapshot's resourceVersion) the changes.
+  let pages = 0;
+  s.api.route((req, _res, url) => {
+    if (url.pathname === '/api/v1/services' && !url.searchParams.has('watch') && ++pages === 2) {
+      s.api.apply(service('a', true, 8080));
+      s.api.delete('demo', 'e');
+    }
+    return false;
+  });
+  await s.start();
+  await eventually('a modified', () => JSON.stringify(s.state.get('demo/a')).includes('8080'));
+  await eventually('e deleted', () => !s.state.has('demo/e'));
+  t.same([...s.state.keys()].sort(), ['demo/a', 'demo/b', 'demo/c', 'demo/d']);
+  const lists = s.api.requests.filter((r) => r.path === '/api/v1/services' && r.query.watch === undefined);
+  t.same(
+    lists.map((r) => [r.query.limit, r.query.continue === undefined]),
+    [
+      ['2', true],
+      ['2', false],
+      ['2', false],
+    ],
+    'three pages of 2, the later ones continued',
+  );
+  const added = s.events.filter((e) => e.type === 'upsert').map((e) => e.key);
+  t.same(added.slice(0, 5), ['demo/a', 'demo/b', 'demo/c', 'demo/d', 'demo/e'], 'the snapshot, e included');
+  t.equal(s.restarts(), 0);
+});
+
+t.test('an expired continue token: the list starts over and converges', async (t) => {
+  const s = await setup(t, undefined, 2);
+  for (const n of ['a', 'b', 'c']) s.api.apply(service(n));
+  let expired = false;
+  s.api.route((_req, _res, url) => {
+    if (url.searchParams.has('continue') && !expired) {
+      expired = true;
+      s.api.expireContinues();
+    }
+    return false;
+  });
+  await s.start();
+  await eventually('all three', () => s.state.size === 3);
+  t.equal(s.restarts(), 1, 'the 410 restarted the informer once');
+  t.ok(
+    s.api.requests.some((r) => r.query.continue !== undefined),
+    'a continued page was asked for',
+  );
+});
+
+t.test('the informer caches only what flowhint reads, listed or watched, and still follows changes', async (t) => {
+  // As the API server stores a Service applied with kubectl: managedFields, the
+  // last-applied-configuration annotation, a selector, a status with conditions.
+  const bulky = (name: string, port: number) => {
+    const s = service(name, true, port) as ReturnType<typeof service> & Record<string, any>;
+    s.metadata = {
+      ...s.metadata,
+      uid: `uid-${name}`,
+      annotations: { ...s.metadata.annotations, 'kubectl.kubernetes.io/last-applied-configuration': JSON.stringify(s) },
+      managedFields: [{ manager: 'kubectl', operation: 'Update', fieldsType: 'FieldsV1', fieldsV1: { 'f:spec': {} } }],
+    } as never;
+    (s.spec as Record<string, unknown>).selector = { app: name };
+    s.status = { loadBalancer: {}, conditions: [{ type: 'x', status: 'True' }] };
+    return s;
+  };
+  const s = await setup(t);
+  s.api.apply(bulky('listed', 80));
+  await s.start();
+  await eventually('watch open', () => s.api.openWatches === 1);
+  s.api.apply(bulky('watched', 81));
+  await eventually('watched added', () => s.state.has('demo/watched'));
+  // The cache itself (a private field: the claim is about what the library holds).
+  const cache = () => (s.source as unknown as { informer: { list(): unknown[] } }).informer.list();
+  const want = (name: string, port: number) => ({
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: {
+      name,
+      namespace: 'demo',
+      uid: `uid-${name}`,
+      resourceVersion: (cache().find((o) => (o as any).metadata.name === name) as any)?.metadata.resourceVersion,
+      labels: { [HINT]: 'LongLived' },
+      annotations: { [HINT]: 'LongLived' },
+    },
+    spec: { clusterIP: '10.96.0.10', clusterIPs: ['10.96.0.10'], ports: [{ port, protocol: 'TCP' }] },
+    status: { loadBalancer: {} },
+  });
+  t.same(
+    JSON.parse(JSON.stringify(cache())).sort((a: any, b: any) => a.metadata.name.localeCompare(b.metadata.name)),
+    [want('listed', 80), want('watched', 81)],
+  );
+  t.ok(Number(want('listed', 80).metadata.resourceVersion) > 0, 'resourceVersion kept');
+  t.equal(
+    s.state.get('demo/watched'),
+    cache().find((o) => (o as any).metadata.name === 'watched'),
+    'what the agent got',
+  );
+  // Still followed: a change to a cut-down object, and a relist after 410 Gone.
+  s.api.apply(bulky('listed', 8080));
+  await eventually('listed modified', () => JSON.stringify(s.state.get('demo/listed')).includes('8080'));
+  s.api.compact();
+  s.api.dropWatches();
+  s.api.apply(bulky('later', 82));
+  await eventually('later added after the relist', () => s.state.has('demo/later'));
+  t.notOk(JSON.stringify(cache()).includes('managedFields'), 'nothing bulky came back');
 });
 
 t.test('watch events: add, modify, label removed (DELETED to the selecting watch), delete', async (t) => {

@@ -40,6 +40,16 @@ t.test('a hinted Service as the API server sends it: only the fields flowhint re
   t.ok(JSON.stringify(serviceView(s)).length * 5 < before.length, 'the view is a fraction of the object');
 });
 
+t.test('a field that is absent stays absent (not present as undefined)', async (t) => {
+  const v = serviceView({ metadata: { name: 'a' }, spec: { ports: [{ port: 80 }] } }) as Record<string, any>;
+  t.same(Object.keys(v), ['metadata', 'spec']);
+  t.same(Object.keys(v.metadata), ['name']);
+  t.same(Object.keys(v.spec), ['ports']);
+  t.same(Object.keys(v.spec.ports[0]), ['port']);
+  const lb = serviceView({ status: { loadBalancer: {} } }) as Record<string, any>;
+  t.same(Object.keys(lb.status.loadBalancer), []);
+});
+
 t.test('what is not an object is kept as it is', async (t) => {
   for (const v of [null, undefined, 'x', 7, [1]]) t.equal(serviceView(v), v);
   const odd = { metadata: 'x', spec: [1], status: null };

@@ -80,12 +80,13 @@ export async function backfill(api: ServiceApi, o: { dryRun: boolean }): Promise
 }
 
 const USAGE =
-  'usage: flowhint backfill [--kubeconfig FILE] [--dry-run]\n  Labels already-annotated Services through the same defaulting as the webhook; reports invalid hints.';
+  'usage: flowhint backfill [--kubeconfig FILE] [--context NAME] [--dry-run]\n  Labels already-annotated Services through the same defaulting as the webhook; reports invalid hints.';
 
 export async function backfillCommand(argv: string[]): Promise<number> {
   const f = parseFlags(
     argv,
     {
+      context: { type: 'string', value: 'NAME', help: "the kubeconfig's context to use (default: its current one)" },
       kubeconfig: {
         type: 'string',
         value: 'FILE',
@@ -93,10 +94,14 @@ export async function backfillCommand(argv: string[]): Promise<number> {
       },
       'dry-run': { type: 'boolean', help: 'report what would be labelled, patch nothing' },
     },
-    z.object({ kubeconfig: z.string().optional(), 'dry-run': z.boolean().default(false) }),
+    z.object({
+      kubeconfig: z.string().optional(),
+      context: z.string().min(1).optional(),
+      'dry-run': z.boolean().default(false),
+    }),
     USAGE,
   );
-  const results = await backfill(kubeServiceApi(loadKubeConfig(f.kubeconfig)), { dryRun: f['dry-run'] });
+  const results = await backfill(kubeServiceApi(loadKubeConfig(f.kubeconfig, f.context)), { dryRun: f['dry-run'] });
   for (const r of results)
     process.stdout.write(`${r.outcome.toUpperCase().padEnd(9)} ${r.service}${r.detail ? `  ${r.detail}` : ''}\n`);
   const count = (k: BackfillResult['outcome']) => results.filter((r) => r.outcome === k).length;

@@ -58,7 +58,7 @@ export function kubeExplainApi(kc: KubeConfig): ExplainApi {
   };
 }
 
-const USAGE = `usage: flowhint explain NAMESPACE/NAME [--namespace NS] [--output text] [--kubeconfig FILE]
+const USAGE = `usage: flowhint explain NAMESPACE/NAME [--namespace NS] [--output text] [--kubeconfig FILE] [--context NAME]
   What happens to a Service's traffic hint: accepted or not and why, on how many nodes it is
   programmed, which nodes are degraded, which ports are not offloadable where, and what to do.
   As a kubectl plugin: kubectl flowhint explain NAMESPACE/NAME (or NAME -n NAMESPACE).`;
@@ -69,6 +69,7 @@ const Flags = z
     namespace: z.string().min(1).optional(),
     output: z.enum(['text', 'json']).default('text'),
     kubeconfig: z.string().min(1).optional(),
+    context: z.string().min(1).optional(),
   })
   .superRefine((f, ctx) => {
     const [target, ...extra] = f._;
@@ -96,6 +97,7 @@ export async function explainCommand(argv: string[], api?: ExplainApi): Promise<
     {
       namespace: { type: 'string', short: 'n', value: 'NS', help: "the namespace of NAME (default: the context's)" },
       output: { type: 'string', short: 'o', value: 'FORMAT', help: 'text or json', default: 'text' },
+      context: { type: 'string', value: 'NAME', help: "the kubeconfig's context to use (default: its current one)" },
       kubeconfig: {
         type: 'string',
         value: 'FILE',
@@ -106,7 +108,7 @@ export async function explainCommand(argv: string[], api?: ExplainApi): Promise<
     USAGE,
     { positionals: true },
   );
-  const kc = loadKubeConfig(f.kubeconfig);
+  const kc = loadKubeConfig(f.kubeconfig, f.context);
   const { namespace, name } = target(f._[0] ?? '', f.namespace, kc);
   const client = api ?? kubeExplainApi(kc);
   const [service, nodes] = await Promise.all([client.service(namespace, name), client.flowhintNodes()]).catch(

@@ -76,14 +76,14 @@ export function parseFlags<S extends z.ZodType>(
     const r = parseArgs({ args: argv, options, strict: true, allowPositionals: opts.positionals === true });
     values = opts.positionals === true ? { ...r.values, _: r.positionals } : r.values;
   } catch (err) {
-    const flag = /Unknown option '(--[^']+)'/.exec((err as Error).message)?.[1];
-    const guess = flag
-      ? closest(
-          flag,
-          Object.keys(options).map((o) => `--${o}`),
-        )
-      : undefined;
-    throw new UsageError(`${(err as Error).message}${guess ? `; did you mean ${guess}?` : ''}${more}`);
+    const flag = /Unknown option '(-[^']+)'/.exec((err as Error).message)?.[1];
+    if (flag === undefined) throw new UsageError(`${(err as Error).message}${more}`);
+    // Node's own words add advice about positionals after '--', with an unclosed quote.
+    const guess = closest(
+      flag,
+      Object.keys(options).map((o) => `--${o}`),
+    );
+    throw new UsageError(`unknown flag ${flag}${guess ? `; did you mean ${guess}?` : ''}${more}`);
   }
   const parsed = schema.safeParse(values);
   if (!parsed.success) {

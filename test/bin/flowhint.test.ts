@@ -24,7 +24,7 @@ t.test('a mistyped command or flag: exit 2, FH_USAGE, and the closest name', asy
   t.match(far.stderr, /^flowhint: FH_USAGE: unknown command "frobnicate"\n/, 'no guess when nothing is close');
   const f = cli('agent', '--once-timout', '3');
   t.equal(f.status, 2);
-  t.match(f.stderr, /^flowhint: FH_USAGE: Unknown option '--once-timout'; did you mean --once-timeout\?/);
+  t.match(f.stderr, /^flowhint: FH_USAGE: unknown flag --once-timout; did you mean --once-timeout\?/);
 });
 
 t.test('closest: within two edits, else nothing', async (t) => {

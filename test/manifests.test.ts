@@ -33,11 +33,24 @@ const base = build(join(ROOT, 'base'));
 t.test('kustomize builds the base and each overlay', async (t) => {
   t.ok(base.length >= 13, `base: ${base.length} objects`);
   const cm = build(join(ROOT, 'overlays', 'cert-manager'));
-  t.ok(find(cm, 'Certificate', 'flowhint-webhook-tls'));
+  // A CA chain: the caBundle is a CA certificate, which the serving certificate's renewals
+  // leave alone. Followed from the webhook configurations' annotation, not by name.
+  const serving = cm.find(
+    (o) => o.kind === 'Certificate' && o.spec.dnsNames?.includes('flowhint-webhook.flowhint-system.svc'),
+  );
+  t.ok(serving, 'a serving certificate for the webhook Service');
+  const issuerOf = (cert: Obj | undefined) => cert && find(cm, cert.spec.issuerRef.kind, cert.spec.issuerRef.name);
+  const caIssuer = issuerOf(serving);
+  t.ok(caIssuer?.spec.ca?.secretName, 'the serving certificate is issued by a CA Issuer');
+  const caCert = cm.find((o) => o.kind === 'Certificate' && o.spec.secretName === caIssuer?.spec.ca?.secretName);
+  t.equal(caCert?.spec.isCA, true, "the CA Issuer's secret is a CA certificate's");
+  t.ok(issuerOf(caCert)?.spec.selfSigned, 'which is self-signed (the root)');
+  t.equal(caCert?.spec.privateKey?.rotationPolicy, 'Never', "the CA's key survives its own renewals");
   for (const kind of ['MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration']) {
     t.equal(
       find(cm, kind, 'flowhint')?.metadata.annotations?.['cert-manager.io/inject-ca-from'],
-      'flowhint-system/flowhint-webhook-tls',
+      `flowhint-system/${caCert?.metadata.name}`,
+      `${kind}: caBundle from the CA certificate, not from the serving one`,
     );
   }
   // self-managed needs `flowhint certs` output first: do that in a copy.

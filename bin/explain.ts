@@ -12,12 +12,21 @@ import { deadline } from '../lib/kube-request.ts';
 import { loadKubeConfig } from '../lib/kubeconfig.ts';
 import { explain, formatExplanation } from './explanation.ts';
 
+/** What went wrong reading from `server`, in words: the refused permission, or the cause of a failed request. */
+export function apiFailure(err: unknown, server: string, namespace: string): string {
+  if (httpStatus(err) === 403)
+    return `${server} refused to show the Service: you may not get services in namespace ${namespace}`;
+  const cause = (err as { cause?: { code?: unknown; message?: unknown } } | null)?.cause;
+  const why = typeof cause?.code === 'string' ? cause.code : typeof cause?.message === 'string' ? cause.message : '';
+  return `cannot read from the API server ${server}: ${errorMessage(err).split('\n')[0] ?? ''}${why ? ` (${why})` : ''}`;
+}
+
 /** The part of the API explain reads. */
 export interface ExplainApi {
   /** The Service, or undefined when there is none. */
   service(namespace: string, name: string): Promise<unknown>;
-  /** Every FlowhintNode, or 'crd-absent'. */
-  flowhintNodes(): Promise<FlowhintNode[] | 'crd-absent'>;
+  /** Every FlowhintNode, 'crd-absent', or 'forbidden' when the caller may not list them. */
+  flowhintNodes(): Promise<FlowhintNode[] | 'crd-absent' | 'forbidden'>;
 }
 
 const REQUEST_TIMEOUT_MS = 30_000;
@@ -43,6 +52,8 @@ export function kubeExplainApi(kc: KubeConfig): ExplainApi {
         );
       } catch (err) {
         if (httpStatus(err) === 404) return 'crd-absent';
+        // FlowhintNodes are cluster-scoped: `view` through a RoleBinding does not reach them.
+        if (httpStatus(err) === 403) return 'forbidden';
         throw err;
       }
       // An object this version cannot read (an older or newer agent wrote it) counts as a
@@ -111,12 +122,10 @@ export async function explainCommand(argv: string[], api?: ExplainApi): Promise<
   const kc = loadKubeConfig(f.kubeconfig, f.context);
   const { namespace, name } = target(f._[0] ?? '', f.namespace, kc);
   const client = api ?? kubeExplainApi(kc);
+  const server = kc.getCurrentCluster()?.server ?? 'the API server';
   const [service, nodes] = await Promise.all([client.service(namespace, name), client.flowhintNodes()]).catch(
     (err: unknown) => {
-      throw new FlowhintError(
-        'FH_API_FAILED',
-        `cannot read from the API server: ${errorMessage(err).split('\n')[0] ?? ''}`,
-      );
+      throw new FlowhintError('FH_API_FAILED', apiFailure(err, server, namespace));
     },
   );
   if (service === undefined) throw new FlowhintError('FH_SERVICE_NOT_FOUND', `service ${namespace}/${name} not found`);

@@ -34,8 +34,8 @@ export interface Explanation {
   reason: string;
   /** Accepted: the Service's own parameters (null: the agent's default). */
   parameters?: { offloadAfterPackets: number | null; conntrackTimeoutSeconds: number | null };
-  /** FlowhintNodes: read, or the CRD is not installed. */
-  nodeStatus: 'available' | 'crd-absent';
+  /** FlowhintNodes: read, the CRD is not installed, or the caller may not list them. */
+  nodeStatus: 'available' | 'crd-absent' | 'forbidden';
   nodes: { total: number; programmed: number; findings: NodeFinding[] };
   notOffloadable: Array<{ node: string; kind: NotOffloadable['kind']; target: string; reason: string }>;
   otherFlowtables: Array<{ node: string; flowtable: string }>;
@@ -74,6 +74,10 @@ function advise(e: Explanation, truncated: string[]): string[] {
     out.push(
       'the FlowhintNode CRD is not installed, so nodes cannot report: install flowhint from manifests/ (kubectl apply -k), or on a node run `flowhint status`',
     );
+  else if (e.nodeStatus === 'forbidden')
+    out.push(
+      'you may not list FlowhintNodes, which are cluster-scoped (view through a RoleBinding does not reach them): ask for a ClusterRoleBinding to the ClusterRole flowhint-view (kubectl create clusterrolebinding NAME --clusterrole=flowhint-view --user=YOU), or run `flowhint status` in an agent pod',
+    );
   else if (e.nodes.total === 0)
     out.push('no node has reported: is the agent running? kubectl -n flowhint-system get daemonset flowhint-agent');
   const byState = (state: NodeState) => e.nodes.findings.filter((f) => f.state === state).map((f) => f.node);
@@ -99,15 +103,15 @@ function advise(e: Explanation, truncated: string[]): string[] {
   return out;
 }
 
-export function explain(service: unknown, nodes: readonly FlowhintNode[] | 'crd-absent'): Explanation {
+export function explain(service: unknown, nodes: readonly FlowhintNode[] | 'crd-absent' | 'forbidden'): Explanation {
   const read = readHint(service);
-  const list = nodes === 'crd-absent' ? [] : nodes;
+  const list = typeof nodes === 'string' ? [] : nodes;
   const key = read.usable ? read.hint.key : read.key;
   const annotations = (service as { metadata?: { annotations?: Record<string, string> | null } }).metadata?.annotations;
   const base = {
     service: key,
     hint: annotations?.[HINT_ANNOTATION] ?? null,
-    nodeStatus: nodes === 'crd-absent' ? ('crd-absent' as const) : ('available' as const),
+    nodeStatus: typeof nodes === 'string' ? nodes : ('available' as const),
     notOffloadable: [] as Explanation['notOffloadable'],
     otherFlowtables: list.flatMap((n) =>
       (n.status?.notOffloadable ?? [])
@@ -179,6 +183,7 @@ export function formatExplanation(e: Explanation): string {
     ].filter(Boolean);
     lines.push(`${e.service}: accepted: ${e.reason}${params.length > 0 ? ` (${params.join(', ')})` : ''}`);
     if (e.nodeStatus === 'crd-absent') lines.push('nodes: unknown (no FlowhintNode CRD)');
+    else if (e.nodeStatus === 'forbidden') lines.push('nodes: unknown (you may not list FlowhintNodes)');
     else lines.push(`programmed on ${e.nodes.programmed} of ${e.nodes.total} nodes`);
     for (const f of e.nodes.findings)
       if (f.state !== 'programmed') lines.push(`  ${f.node}: ${f.state}${f.detail ? `: ${f.detail}` : ''}`);

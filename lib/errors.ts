@@ -105,7 +105,7 @@ export const ERRORS = {
   },
   FH_API_FAILED: {
     exit: 1,
-    help: '`flowhint explain` could not read from the API server; check the kubeconfig, the server, and that you may get Services and list flowhintnodes.',
+    help: '`flowhint explain` could not read the Service from the API server (the message names the server and the cause); check the kubeconfig, the server, and that you may get Services in that namespace.',
   },
   FH_SERVICE_NOT_FOUND: {
     exit: 1,

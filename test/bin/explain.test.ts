@@ -94,6 +94,32 @@ t.test('the CRD absent: the hint is still explained, nodes unknown', async (t) =
   t.match(r.out, /FlowhintNode CRD is not installed/);
 });
 
+t.test('FlowhintNodes refused (403): the Service is still explained, and the permission named', async (t) => {
+  const c = await cluster(t);
+  c.fhn.refuse = 403;
+  const r = await c.run(['explain', 'shop/cart']);
+  t.equal(r.code, 0, r.err);
+  t.match(r.out, /^shop\/cart: accepted: /m);
+  t.match(r.out, /^nodes: unknown \(you may not list FlowhintNodes\)$/m);
+  t.match(r.out, /ClusterRoleBinding to the ClusterRole flowhint-view/);
+});
+
+t.test('API errors name the server and the cause', async (t) => {
+  const c = await cluster(t);
+  c.api.failNext(2, 403);
+  const refused = await c.run(['explain', 'shop/cart']);
+  t.equal(refused.code, 1);
+  t.equal(
+    refused.err,
+    `flowhint: FH_API_FAILED: ${c.api.url} refused to show the Service: you may not get services in namespace shop\n`,
+  );
+  await c.api.pause();
+  const down = await c.run(['explain', 'shop/cart']);
+  t.equal(down.code, 1);
+  t.match(down.err, `FH_API_FAILED: cannot read from the API server ${c.api.url}: `);
+  t.match(down.err, /\(ECONNREFUSED\)\n$/);
+});
+
 t.test('errors: no such Service, the API server failing, a bad argument', async (t) => {
   const c = await cluster(t);
   const missing = await c.run(['explain', 'shop/nope']);
@@ -102,7 +128,7 @@ t.test('errors: no such Service, the API server failing, a bad argument', async 
   c.fhn.refuse = 500;
   const failing = await c.run(['explain', 'shop/cart']);
   t.equal(failing.code, 1);
-  t.match(failing.err, /^flowhint: FH_API_FAILED: cannot read from the API server: /);
+  t.match(failing.err, /^flowhint: FH_API_FAILED: cannot read from the API server http:\/\/127\.0\.0\.1:\d+: /);
   for (const args of [['explain'], ['explain', 'a/b/c'], ['explain', 'a', 'b'], ['explain', 'x/y', '-n', 'z']]) {
     const r = await c.run(args);
     t.equal(r.code, 2, `${args.join(' ')}: ${r.err}`);

@@ -202,6 +202,12 @@ t.test('the CRD absent; no node reported; another flowtable; a truncated list', 
   t.equal(absent.nodeStatus, 'crd-absent');
   t.match(absent.advice[0], /FlowhintNode CRD is not installed/);
   t.match(formatExplanation(absent), /^nodes: unknown \(no FlowhintNode CRD\)$/m);
+  const forbidden = explain(cart, 'forbidden');
+  t.equal(forbidden.nodeStatus, 'forbidden');
+  t.equal(forbidden.accepted, true, 'the Service is still explained');
+  t.equal(forbidden.advice.length, 1, 'not also "no node has reported"');
+  t.match(forbidden.advice[0], /may not list FlowhintNodes.*--clusterrole=flowhint-view/);
+  t.match(formatExplanation(forbidden), /^nodes: unknown \(you may not list FlowhintNodes\)$/m);
   t.match(explain(cart, []).advice[0], /no node has reported/);
   const e = explain(cart, [
     node('a', (s) => {

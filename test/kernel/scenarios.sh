@@ -163,9 +163,11 @@ check "device churn: the deleted veth left the flowtable" [ "$(echo "$S" | jq -r
 # iperf3 serves one test at a time: svc-t's port 80 goes to a second server for this.
 nsx $SERVER iperf3 -s -D -p 5202 --logfile /tmp/iperf3-server2.log
 nsx $NODE nft insert rule ip kubeproxy pre ip daddr 10.96.0.30 tcp dport 80 dnat to 10.0.2.2:5202
-# 60 s: with two VMs on the host, the partial sync and status runs took over 30 s (6.1, KERNEL_JOBS=2).
-bulk $CLIENT 10.96.0.30 60 -p 80 -J; KEEP=$BULK; KEEPLOG=$BULKLOG
-bulk $CLIENT 10.96.0.10 60 -p 80 -J; sleep 6
+# 120 s: with two VMs on the host, the partial sync and status runs took over 30 s (6.1,
+# KERNEL_JOBS=2), and in one CI run (stop 43) both 60 s transfers had ended, whole, before
+# the checks below (their entries in CLOSE).
+bulk $CLIENT 10.96.0.30 120 -p 80 -J; KEEP=$BULK; KEEPLOG=$BULKLOG
+bulk $CLIENT 10.96.0.10 120 -p 80 -J; sleep 6
 check "hint removed mid-transfer: its connection is offloaded before" is_offloaded "dst=10.96.0.10" "dport=80"
 check "hint removed mid-transfer: another Service's connection is offloaded before" is_offloaded "dst=10.96.0.30" "dport=80"
 write_service $DIR svc-a 10.96.0.10 ""

@@ -98,9 +98,10 @@ kill $T 2>/dev/null; wait $T 2>/dev/null
 # --- a hint added while its connections run (issue 32) ---------------------------------
 # svc-b (10.96.0.20) is unhinted; a TCP transfer and a UDP stream to it start first. The
 # ruleset marks connections at their first packet, so these are offloaded only if the agent
-# marks the live ones (conntrack -U) when it programs the hint.
-bulk $CLIENT 10.96.0.20 60 -p 80 -J
-nsx $CLIENT node test/kernel/traffic.ts udp-watch 10.96.0.20 53 55 > $LOGS/udp-live.log & U=$!
+# marks the live ones (conntrack -U) when it programs the hint. 120 s: in one CI run (stop
+# 43, 6.12 beside another VM) both 60 s streams had ended, whole and marked, before the checks.
+bulk $CLIENT 10.96.0.20 120 -p 80 -J
+nsx $CLIENT node test/kernel/traffic.ts udp-watch 10.96.0.20 53 115 > $LOGS/udp-live.log & U=$!
 sleep 4
 check "hint added live: before the hint, the transfer is not offloaded" not_offloaded "dst=10.96.0.20" "dport=80"
 write_service $DIR svc-b 10.96.0.20 'flowhint.dev/traffic-hint: LongLived'

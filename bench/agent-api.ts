@@ -15,15 +15,12 @@
  */
 import { spawn, spawnSync, execFileSync } from 'node:child_process';
 import { createInterface } from 'node:readline';
-import { Agent } from '../agent/agent.ts';
-import { createAgentMetrics } from '../agent/report/metrics.ts';
-import { makeNft } from '../agent/nft/nft.ts';
 import { KubeSource } from '../agent/sources/kube.ts';
-import { makeRunner } from '../lib/exec.ts';
 import { silentLogger } from '../lib/log.ts';
 import { FakeApiServer } from '../test/helpers/fake-apiserver.ts';
 import { fakeKubeConfig } from '../test/helpers/fake-kube.ts';
 import { deployedEnv } from './lib.ts';
+import { preparedAgent } from './bench-agent.ts';
 
 export type Cache = 'view' | 'whole';
 
@@ -123,19 +120,9 @@ export async function serveApi(services: number): Promise<void> {
 
 /** The agent (a child, inside the namespace): the real KubeSource against `url`. */
 export async function measureApi(url: string, services: number, cache: Cache): Promise<ApiResult> {
-  const run = makeRunner([]);
-  const agent = new Agent({
-    run,
-    nft: makeNft(run),
-    source: new KubeSource({ kubeConfig: fakeKubeConfig(url), logger: silentLogger(), view: cache === 'view' }),
-    logger: silentLogger(),
-    metrics: createAgentMetrics({ defaultMetrics: false }),
-    defaultThreshold: 20,
-    devices: {},
-    counter: true,
-    nodeAddresses: [],
-  });
-  await agent.prepare();
+  const { agent } = await preparedAgent(
+    new KubeSource({ kubeConfig: fakeKubeConfig(url), logger: silentLogger(), view: cache === 'view' }),
+  );
   const r = await agent.sync();
   if (!r.ok) throw new Error(`sync failed: ${r.error}`);
   const rssMiB = process.memoryUsage().rss / 1048576;

@@ -17,10 +17,9 @@ export class ManualSource implements Source {
   async stop(): Promise<void> {}
 }
 
-/** A prepared agent calling nft and conntrack directly (the process runs inside the namespace). */
-export async function benchAgent(): Promise<{ agent: Agent; source: ManualSource; run: Runner }> {
+/** A prepared agent on `source`, calling nft and conntrack directly (the process runs inside the namespace). */
+export async function preparedAgent<S extends Source>(source: S): Promise<{ agent: Agent; source: S; run: Runner }> {
   const run = makeRunner([]);
-  const source = new ManualSource();
   const agent = new Agent({
     run,
     nft: makeNft(run),
@@ -35,3 +34,6 @@ export async function benchAgent(): Promise<{ agent: Agent; source: ManualSource
   await agent.prepare();
   return { agent, source, run };
 }
+
+/** A prepared agent fed by hand. */
+export const benchAgent = () => preparedAgent(new ManualSource());

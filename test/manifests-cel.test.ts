@@ -8,6 +8,7 @@ import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { loadAll } from 'js-yaml';
 import { run } from '@bufbuild/cel';
+import { toCel } from './helpers/cel.ts';
 import { validateService } from '../api/index.ts';
 import { HINT, THRESHOLD, TIMEOUT, completeService, hinted } from './helpers/services.ts';
 
@@ -16,15 +17,6 @@ const docs = (f: string) =>
   (loadAll(readFileSync(new URL(`../manifests/base/${f}`, import.meta.url), 'utf8')) as Obj[]).filter(Boolean);
 const policy = docs('admission-policy.yaml').find((d) => d.kind === 'ValidatingAdmissionPolicy')!.spec;
 const hooks = docs('webhook-configurations.yaml').map((d) => d.webhooks[0]);
-
-/** JSON as CEL sees Kubernetes objects: maps, lists, ints. */
-function toCel(v: unknown): unknown {
-  if (v === null || v === undefined) return null;
-  if (Array.isArray(v)) return v.map(toCel);
-  if (typeof v === 'object') return new Map(Object.entries(v as Obj).map(([k, x]) => [k, toCel(x)]));
-  if (typeof v === 'number' && Number.isInteger(v)) return BigInt(v);
-  return v;
-}
 
 function cel(expr: string, vars: Record<string, unknown>): boolean {
   const r = run(expr, vars as never);

@@ -8,6 +8,7 @@ import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { loadAll } from 'js-yaml';
 import { run } from '@bufbuild/cel';
+import { toCel } from './helpers/cel.ts';
 
 type Obj = Record<string, any>;
 const docs = (
@@ -15,15 +16,6 @@ const docs = (
 ).filter(Boolean);
 const policy = docs.find((d) => d.kind === 'ValidatingAdmissionPolicy')!;
 const binding = docs.find((d) => d.kind === 'ValidatingAdmissionPolicyBinding')!;
-
-/** JSON as CEL sees Kubernetes objects: maps, lists, ints. */
-function toCel(v: unknown): unknown {
-  if (v === null || v === undefined) return null;
-  if (Array.isArray(v)) return v.map(toCel);
-  if (typeof v === 'object') return new Map(Object.entries(v as Obj).map(([k, x]) => [k, toCel(x)]));
-  if (typeof v === 'number' && Number.isInteger(v)) return BigInt(v);
-  return v;
-}
 
 const CLAIM = 'authentication.kubernetes.io/node-name';
 const AGENT = 'system:serviceaccount:flowhint-system:flowhint-agent';

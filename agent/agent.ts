@@ -167,7 +167,10 @@ export class Agent {
     };
     every(this.o.resyncMs ?? 3_600_000, async () => this.requestFull());
     every(this.o.devicePollMs ?? 2_000, () => this.pollHost());
-    every(this.o.reprobeMs ?? 60_000, () => this.reprobe());
+    every(this.o.reprobeMs ?? 60_000, async () => {
+      await this.reprobe();
+      this.renewFreshness();
+    });
     every(this.o.conntrackPollMs ?? 15_000, () => this.refreshOffloadMetrics());
     this.runner.start();
     this.runner.request();
@@ -184,6 +187,18 @@ export class Agent {
   /** Re-probe what the node supports, its conntrack timeouts and kube-proxy's mode (the one-minute loop; tests). */
   async reprobe(): Promise<void> {
     await Promise.all([this.node.reprobe(), this.observer.kubeProxyMode()]);
+  }
+
+  /**
+   * Freshness means health (the one-minute loop; tests): while the last sync succeeded and
+   * nothing waits to be programmed (no Service change, no device change, no full sync due,
+   * no sync running or retrying), a sync now would find nothing to change, so the last
+   * successful sync is renewed to now. A quiet healthy node's freshness stays under a minute
+   * or two; failing syncs or a stuck loop let it climb (the alert, docs/operations.md).
+   */
+  renewFreshness(): void {
+    const idle = this.runner.idle && this.dirty.size === 0 && !this.needFull && !this.devicesChanged();
+    if (this.lastSync?.ok === true && idle) this.o.metrics.lastSyncSuccess.set(Date.now() / 1000);
   }
 
   /** The next sync is full (the periodic resync, support that appeared, tests). */

@@ -177,6 +177,9 @@ export async function cleanupCommand(argv: string[]): Promise<number> {
     }),
     'usage: flowhint cleanup [--netns NAME] [--state-dir DIR]',
   );
+  // Without this, `ip netns exec` on a missing namespace fails with "No such file or
+  // directory", which reads like a missing table: "nothing to clean up", exit 0.
+  if (f.netns) await requireNetns(f.netns);
   const run = netnsRunner(f.netns);
   const nft = makeNft(run);
   if ((await nft.read()) === undefined) {

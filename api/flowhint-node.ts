@@ -47,8 +47,19 @@ export type NotOffloadable = z.infer<typeof NotOffloadable>;
 
 const Support = z.enum(['Supported', 'Degraded']);
 
+/**
+ * Liveness: the agent writes its status at least once per `HEARTBEAT_SECONDS`, quiet or not,
+ * with `heartbeatTime` set to the write's time. A reader counts an agent alive while its
+ * heartbeat is younger than `HEARTBEAT_STALE_SECONDS`: three intervals, so one lost write
+ * (a retry under backoff, an API server restart) never makes a live agent look dead.
+ */
+export const HEARTBEAT_SECONDS = 60;
+export const HEARTBEAT_STALE_SECONDS = 3 * HEARTBEAT_SECONDS;
+
 export const FlowhintNodeStatus = z.object({
   agentVersion: z.string(),
+  /** When this status was last written (RFC 3339): renewed every HEARTBEAT_SECONDS. Absent from earlier agents. */
+  heartbeatTime: z.iso.datetime({ offset: true }).optional(),
   support: z.object({
     /** LongLived: flowtable offload on this kernel. */
     offload: Support,

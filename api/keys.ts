@@ -60,7 +60,8 @@ export const DEFAULT_THRESHOLD = 20;
 export const THRESHOLD_PATTERN = /^(0|[1-9][0-9]{0,6})$/;
 
 /**
- * `conntrack-timeout`: a Kubernetes-style duration, an integer and one unit of s, m or h,
+ * `conntrack-timeout`: a Kubernetes-style duration, an integer and one unit of s or m (h parses
+ * but an hour is never in range, so messages never offer it),
  * from 1 s to 10 m. Canonical: no whitespace, lower-case unit, no leading zeros; the unit is
  * kept as written (`"120s"` stays `"120s"`).
  */

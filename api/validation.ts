@@ -86,7 +86,7 @@ function timeoutErrors(hint: string | undefined, timeout: string | undefined): F
       field: FIELD.timeout,
       type: 'FieldValueInvalid',
       code: 'FH_TIMEOUT_INVALID',
-      message: `${TIMEOUT_ANNOTATION}: invalid value ${quoteValue(timeout)}; must be a whole number of seconds, minutes or hours ("5s", "2m") from ${TIMEOUT_MIN_SECONDS}s to ${TIMEOUT_MAX_SECONDS / 60}m`,
+      message: `${TIMEOUT_ANNOTATION}: invalid value ${quoteValue(timeout)}; must be a whole number of seconds or minutes ("5s", "2m") from ${TIMEOUT_MIN_SECONDS}s to ${TIMEOUT_MAX_SECONDS / 60}m`,
     });
   }
   return errors;

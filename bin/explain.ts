@@ -1,7 +1,8 @@
 /**
  * `flowhint explain NAMESPACE/NAME` (also `kubectl flowhint explain`, bin/kubectl-flowhint.ts):
- * reads the Service and every FlowhintNode, and says what happens to its hint
- * (bin/explanation.ts). The API calls are behind `ExplainApi`, as backfill's are.
+ * reads the Service, every FlowhintNode and the Nodes that should run the agent, and says
+ * what happens to its hint (bin/explanation.ts). The API calls are behind `ExplainApi`, as
+ * backfill's are. A read that is refused (403) is said, and the rest answered.
  */
 import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { z } from 'zod';
@@ -10,6 +11,7 @@ import { parseFlags } from '../lib/cli.ts';
 import { FlowhintError, errorMessage, httpStatus } from '../lib/errors.ts';
 import { deadline } from '../lib/kube-request.ts';
 import { loadKubeConfig } from '../lib/kubeconfig.ts';
+import { flowhintVersion } from '../lib/version.ts';
 import { explain, formatExplanation } from './explanation.ts';
 
 /** What went wrong reading from `server`, in words: the refused permission, or the cause of a failed request. */
@@ -27,7 +29,12 @@ export interface ExplainApi {
   service(namespace: string, name: string): Promise<unknown>;
   /** Every FlowhintNode, 'crd-absent', or 'forbidden' when the caller may not list them. */
   flowhintNodes(): Promise<FlowhintNode[] | 'crd-absent' | 'forbidden'>;
+  /** The names of the Nodes that should run the agent, or 'forbidden'. */
+  nodes(): Promise<string[] | 'forbidden'>;
 }
+
+/** The agent DaemonSet's nodeSelector (manifests/base/agent.yaml): the Nodes that should run it. */
+export const AGENT_NODE_SELECTOR = 'kubernetes.io/os=linux';
 
 const REQUEST_TIMEOUT_MS = 30_000;
 
@@ -40,6 +47,15 @@ export function kubeExplainApi(kc: KubeConfig): ExplainApi {
         return await core.readNamespacedService({ namespace, name }, deadline(REQUEST_TIMEOUT_MS));
       } catch (err) {
         if (httpStatus(err) === 404) return undefined;
+        throw err;
+      }
+    },
+    async nodes() {
+      try {
+        const list = await core.listNode({ labelSelector: AGENT_NODE_SELECTOR }, deadline(REQUEST_TIMEOUT_MS));
+        return list.items.map((n) => n.metadata?.name ?? '').filter((n) => n !== '');
+      } catch (err) {
+        if (httpStatus(err) === 403) return 'forbidden';
         throw err;
       }
     },
@@ -123,13 +139,15 @@ export async function explainCommand(argv: string[], api?: ExplainApi): Promise<
   const { namespace, name } = target(f._[0] ?? '', f.namespace, kc);
   const client = api ?? kubeExplainApi(kc);
   const server = kc.getCurrentCluster()?.server ?? 'the API server';
-  const [service, nodes] = await Promise.all([client.service(namespace, name), client.flowhintNodes()]).catch(
-    (err: unknown) => {
-      throw new FlowhintError('FH_API_FAILED', apiFailure(err, server, namespace));
-    },
-  );
+  const [service, nodes, expected] = await Promise.all([
+    client.service(namespace, name),
+    client.flowhintNodes(),
+    client.nodes(),
+  ]).catch((err: unknown) => {
+    throw new FlowhintError('FH_API_FAILED', apiFailure(err, server, namespace));
+  });
   if (service === undefined) throw new FlowhintError('FH_SERVICE_NOT_FOUND', `service ${namespace}/${name} not found`);
-  const e = explain(service, nodes);
+  const e = explain(service, nodes, { nodes: expected, now: Date.now(), version: flowhintVersion() });
   process.stdout.write(f.output === 'json' ? `${JSON.stringify(e, null, 2)}\n` : formatExplanation(e));
   return 0;
 }

@@ -2,6 +2,10 @@
 /**
  * The kubectl plugin: kubectl runs `kubectl-flowhint` from PATH for `kubectl flowhint …`,
  * with the arguments that follow, so `kubectl flowhint explain shop/cart` is
- * `flowhint explain shop/cart`. Install: README, "kubectl flowhint".
+ * `flowhint explain shop/cart`. Only the client-side commands (explain, backfill): the rest
+ * run on nodes or in the cluster. Bundled into one file that runs on Node 20 without a
+ * checkout by `npm run build` (plugin/build.ts). Install: README, "See it from kubectl".
  */
-import './flowhint.ts';
+import { CLIENT_COMMANDS, runCommandLine } from './dispatch.ts';
+
+runCommandLine('kubectl flowhint', CLIENT_COMMANDS);

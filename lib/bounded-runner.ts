@@ -44,6 +44,11 @@ export class BoundedRunner {
     this.schedule();
   }
 
+  /** Nothing running and nothing asked for (a failed run's retry is asked for). */
+  get idle(): boolean {
+    return !this.running && !this.requested;
+  }
+
   /** Run `fn` after the run in flight, if any. */
   private exclusive<T>(fn: () => Promise<T>): Promise<T> {
     const result = this.inflight.then(fn);

@@ -26,7 +26,7 @@ for (const mode of ['netns', 'dry-run'] as const) {
     t.match(r.out, /PATCHED {3}infra\/resolver .*\n\s+patch: .*"value":"5s".*"value":"ShortLived"/);
     t.match(
       r.out,
-      /REJECTED {2}shop\/batch .*\n\s+.*conntrack-timeout: invalid value "1h"; must be a whole number of seconds, minutes or hours/,
+      /REJECTED {2}shop\/batch .*\n\s+.*conntrack-timeout: invalid value "1h"; must be a whole number of seconds or minutes/,
     );
     t.match(r.out, /10\.96\.10\.53 \. udp \. 53 : goto s4_[0-9a-f]{16}/, 'the ShortLived Service in the timeout map');
     t.notMatch(r.out, /10\.96\.10\.53 : goto/, 'and not offloaded');

@@ -17,6 +17,7 @@ import { eventually } from './helpers/eventually.ts';
 import { kustomizeBuild } from './helpers/kustomize.ts';
 import { nodeStatus } from '../agent/report/node-status.ts';
 import { StatusDoc } from '../agent/report/status.ts';
+import { kubeExplainApi } from '../bin/explain.ts';
 
 interface Rule {
   apiGroups: string[];
@@ -31,6 +32,10 @@ function attributes(r: RequestLog): Array<{ verb: string; group: string; resourc
     const verb = core[2] ? 'get' : r.query.watch === 'true' ? 'watch' : 'list';
     return [{ verb, group: '', resource: core[1]! }];
   }
+  if (r.path === '/apis/flowhint.dev/v1alpha1/flowhintnodes' && r.method === 'GET')
+    return [{ verb: 'list', group: 'flowhint.dev', resource: 'flowhintnodes' }];
+  const one = /^\/api\/v1\/namespaces\/[^/]+\/services\/[^/]+$/.exec(r.path);
+  if (one && r.method === 'GET') return [{ verb: 'get', group: '', resource: 'services' }];
   const fhn = /^\/apis\/flowhint\.dev\/v1alpha1\/flowhintnodes\/[^/]+(\/status)?$/.exec(r.path);
   if (fhn && r.method === 'PATCH') {
     if (fhn[1]) return [{ verb: 'patch', group: 'flowhint.dev', resource: 'flowhintnodes/status' }];
@@ -40,13 +45,17 @@ function attributes(r: RequestLog): Array<{ verb: string; group: string; resourc
   throw new Error(`unexpected request ${r.method} ${r.path}`);
 }
 
+const objs = loadAll(kustomizeBuild(new URL('../manifests/base', import.meta.url).pathname)) as Array<{
+  kind: string;
+  metadata: { name: string };
+  rules?: Rule[];
+}>;
+const roleRules = (name: string) => objs.find((o) => o.kind === 'ClusterRole' && o.metadata.name === name)?.rules ?? [];
+const allows = (rule: Rule, a: { verb: string; group: string; resource: string }) =>
+  rule.apiGroups.includes(a.group) && rule.resources.includes(a.resource) && rule.verbs.includes(a.verb);
+
 t.test('the agent asks for nothing its ClusterRole does not grant, and uses every grant', async (t) => {
-  const objs = loadAll(kustomizeBuild(new URL('../manifests/base', import.meta.url).pathname)) as Array<{
-    kind: string;
-    metadata: { name: string };
-    rules?: Rule[];
-  }>;
-  const rules = objs.find((o) => o.kind === 'ClusterRole' && o.metadata.name === 'flowhint-agent')?.rules ?? [];
+  const rules = roleRules('flowhint-agent');
   const api = new FakeApiServer();
   await api.start();
   const fhn = new FakeFlowhintNodes(api);
@@ -80,8 +89,6 @@ t.test('the agent asks for nothing its ClusterRole does not grant, and uses ever
   writer.start(() => nodeStatus({ doc, version: 'v', offloaded: undefined }));
   await eventually('listed, watching, written', () => synced && api.openWatches > 0 && writer.writes === 1);
   const asked = api.requests.flatMap(attributes);
-  const allows = (rule: Rule, a: { verb: string; group: string; resource: string }) =>
-    rule.apiGroups.includes(a.group) && rule.resources.includes(a.resource) && rule.verbs.includes(a.verb);
   for (const a of asked)
     t.ok(
       rules.some((r) => allows(r, a)),
@@ -93,4 +100,34 @@ t.test('the agent asks for nothing its ClusterRole does not grant, and uses ever
         const used = asked.some((a) => a.group === r.apiGroups[0] && a.resource === resource && a.verb === verb);
         t.ok(used, `used: ${verb} ${r.apiGroups[0]}/${resource}`);
       }
+});
+
+t.test('explain: flowhint-viewer grants every cluster-wide read it makes, and nothing it does not use', async (t) => {
+  const rules = roleRules('flowhint-viewer');
+  const api = new FakeApiServer();
+  await api.start();
+  t.teardown(() => api.stop());
+  const fhn = new FakeFlowhintNodes(api);
+  fhn.addNode('node-a');
+  const explainApi = kubeExplainApi(fakeKubeConfig(api.url));
+  await Promise.all([explainApi.service('shop', 'cart'), explainApi.flowhintNodes(), explainApi.nodes()]);
+  const asked = api.requests.flatMap(attributes);
+  // The Service itself is read with the caller's namespace rights (view), not this role.
+  const cluster = asked.filter((a) => a.resource !== 'services');
+  t.same(cluster.map((a) => `${a.verb} ${a.group}/${a.resource}`).sort(), [
+    'list /nodes',
+    'list flowhint.dev/flowhintnodes',
+  ]);
+  for (const a of cluster)
+    t.ok(
+      rules.some((r) => allows(r, a)),
+      `allowed: ${a.verb} ${a.group}/${a.resource}`,
+    );
+  for (const r of rules)
+    for (const resource of r.resources)
+      for (const verb of r.verbs)
+        t.ok(
+          cluster.some((a) => a.group === r.apiGroups[0] && a.resource === resource && a.verb === verb),
+          `used: ${verb} ${r.apiGroups[0]}/${resource}`,
+        );
 });

@@ -76,7 +76,9 @@ t.test('every built object is valid against its schema', async (t) => {
     ['backfill', build(join(dir, 'backfill'))],
     [
       'components/servicemonitor',
-      parse(readFileSync(join(dir, 'components', 'servicemonitor', 'monitors.yaml'), 'utf8')),
+      ['monitors.yaml', 'rules.yaml'].flatMap((f) =>
+        parse(readFileSync(join(dir, 'components', 'servicemonitor', f), 'utf8')),
+      ),
     ],
     [
       'examples',

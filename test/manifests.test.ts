@@ -100,7 +100,13 @@ t.test('RBAC is least privilege', async (t) => {
     },
     rules: [{ apiGroups: ['flowhint.dev'], resources: ['flowhintnodes'], verbs: ['get', 'list', 'watch'] }],
   });
-  t.equal(roles.length, 2, 'no other roles');
+  // What explain reads besides Services (test/manifests-rbac.test.ts holds it to its requests).
+  t.same(
+    find(base, 'ClusterRole', 'flowhint-viewer')?.metadata.labels,
+    { 'app.kubernetes.io/part-of': 'flowhint' },
+    'flowhint-viewer: not aggregated',
+  );
+  t.equal(roles.length, 3, 'no other roles');
   const bound = base
     .filter((o) => o.kind === 'ClusterRoleBinding' || o.kind === 'RoleBinding')
     .flatMap((b) => b.subjects.map((s: Obj) => s.name));

@@ -56,7 +56,9 @@ t.test("flowhint's own families: counters end in _total and nothing else does; b
       else t.notMatch(name, /_total$/, `${who}: ${type} ${name}`);
       if (type === 'histogram') t.match(name, /_seconds$/, `${who}: histogram ${name} in seconds`);
     }
-    t.match(text, /^flowhint_build_info\{version="[^"]+",node="v\d+[^"]*"\} 1$/m, `${who}: build info`);
+    t.match(text, /^flowhint_build_info\{version="[^"]+",nodejs_version="v\d+[^"]*"\} 1$/m, `${who}: build info`);
+    // The label `node` means the Kubernetes node on a per-node exporter, never Node.js.
+    t.notMatch(text, /^flowhint_build_info\{[^}]*\bnode="/m, `${who}: build info has no label named node`);
   }
 });
 

@@ -1,5 +1,5 @@
 /** The webhook's Prometheus metrics, all prefixed `flowhint_webhook_`. */
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { registerBuildInfo } from '../lib/version.ts';
 
 export interface WebhookMetrics {
@@ -7,6 +7,7 @@ export interface WebhookMetrics {
   requests: Counter<'webhook' | 'operation' | 'allowed'>;
   requestDuration: Histogram<'webhook'>;
   certReloads: Counter<'result'>;
+  certificateExpiry: Gauge;
   badRequests: Counter<'code'>;
   rejections: Counter<'code'>;
 }
@@ -46,6 +47,11 @@ export function createWebhookMetrics(options: { defaultMetrics?: boolean } = {})
       name: 'flowhint_webhook_cert_reloads_total',
       help: 'Serving certificate reloads, by result (ok: swapped in; error: kept the previous one).',
       labelNames: ['result'],
+      registers: [registry],
+    }),
+    certificateExpiry: new Gauge({
+      name: 'flowhint_webhook_certificate_expiry_timestamp_seconds',
+      help: 'When the certificate being served expires (its notAfter, Unix time); set at start and at each reload. Alert on it minus time().',
       registers: [registry],
     }),
     badRequests: new Counter({

@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { buildApp } from './app.ts';
 import { createWebhookMetrics } from './metrics.ts';
-import { CertReloader, loadTlsMaterial } from './tls.ts';
+import { CertReloader, certificateExpiry, loadTlsMaterial } from './tls.ts';
 import { listenError, startMetricsServer } from '../lib/metrics-server.ts';
 import { flowhintVersion } from '../lib/version.ts';
 
@@ -49,10 +49,14 @@ export async function startWebhook(o: WebhookServerOptions): Promise<RunningWebh
     keyFile: o.keyFile,
     logger: o.logger,
     ...(o.certPollMs === undefined ? {} : { pollMs: o.certPollMs }),
-    apply: (m) => https.setSecureContext({ cert: m.cert, key: m.key, minVersion: 'TLSv1.2' }),
+    apply: (m) => {
+      https.setSecureContext({ cert: m.cert, key: m.key, minVersion: 'TLSv1.2' });
+      metrics.certificateExpiry.set(certificateExpiry(m.cert));
+    },
     onResult: (result) => metrics.certReloads.inc({ result }),
   });
   reloader.seed(material);
+  metrics.certificateExpiry.set(certificateExpiry(material.cert));
   // The metrics port first: a port in use fails the start before HTTPS serves anything.
   const metricsApp =
     o.metricsPort === undefined

@@ -7,7 +7,7 @@
  * A pair is swapped in with `server.setSecureContext` only if it is new and the key matches
  * the certificate; a half-written pair keeps the previous one and is retried on the next tick.
  */
-import { createHash } from 'node:crypto';
+import { X509Certificate, createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { createSecureContext } from 'node:tls';
@@ -48,6 +48,11 @@ export async function loadTlsMaterial(certFile: string, keyFile: string): Promis
     );
   }
   return { cert, key };
+}
+
+/** The serving certificate's notAfter, in seconds since the epoch (the first certificate of the PEM: the leaf). */
+export function certificateExpiry(cert: string | Buffer): number {
+  return Date.parse(new X509Certificate(cert).validTo) / 1000;
 }
 
 function fingerprint(m: TlsMaterial): string {

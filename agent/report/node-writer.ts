@@ -4,9 +4,11 @@
  * - A write is one server-side apply of the status (field manager `flowhint-agent`). The
  *   object itself (name, owner reference to the Node, read once for its uid) is applied
  *   first, and again whenever the status subresource answers 404 (the object was deleted).
- * - Only when a reader would see a change (node-status.ts's visible part), or, for the
- *   last sync's time and the offloaded count alone, at most once per `refreshMs` (a minute):
- *   a quiet node writes nothing, a busy one at most once per `minIntervalMs`.
+ * - When a reader would see a change (node-status.ts's visible part); for the last sync's
+ *   time and the offloaded count alone, at most once per `refreshMs` (a minute); and, quiet
+ *   or not, once per `heartbeatMs` (HEARTBEAT_SECONDS) after the last write, with
+ *   `heartbeatTime` set: how a reader (`flowhint explain`) tells a live agent from a dead
+ *   one. A busy node writes at most once per `minIntervalMs`.
  * - Runs through lib/bounded-runner.ts: never two writes at once; a failed write is retried
  *   after the shared backoff (lib/backoff.ts), up to minutes apart. Every request has a
  *   deadline and `stop()` aborts the one in flight, so a hung API server holds nothing.
@@ -15,7 +17,7 @@
  *   of this: the agent only calls `request()`.
  */
 import type { Logger } from 'pino';
-import type { FlowhintNodeStatus } from '../../api/index.ts';
+import { HEARTBEAT_SECONDS, type FlowhintNodeStatus } from '../../api/index.ts';
 import { Backoff } from '../../lib/backoff.ts';
 import { BoundedRunner } from '../../lib/bounded-runner.ts';
 import { realClock, type Clock } from '../../lib/clock.ts';
@@ -42,6 +44,8 @@ export interface NodeWriterOptions {
   minIntervalMs?: number;
   /** Volatile fields alone are written at most this often. */
   refreshMs?: number;
+  /** A write, changed or not, this long after the last one (the heartbeat). */
+  heartbeatMs?: number;
   /** Deadline of each request. */
   requestTimeoutMs?: number;
   backoff?: { initialMs: number; maxMs: number };
@@ -57,6 +61,8 @@ export class NodeStatusWriter {
   private readonly conditions = new Conditions();
   private read: (() => FlowhintNodeStatus) | undefined;
   private refreshTimer: unknown;
+  private heartbeatTimer: unknown;
+  private heartbeatDue = false;
   private abort = new AbortController();
   private objectApplied = false;
   private uid: string | undefined;
@@ -99,6 +105,7 @@ export class NodeStatusWriter {
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.refreshTimer !== undefined) this.clock.clearTimeout(this.refreshTimer);
+    if (this.heartbeatTimer !== undefined) this.clock.clearTimeout(this.heartbeatTimer);
     this.abort.abort();
     await this.runner.stop();
   }
@@ -115,19 +122,36 @@ export class NodeStatusWriter {
     const volatile = volatilePart(status);
     const now = this.clock.now();
     const w = this.written;
-    const due = !w || w.visible !== visible || (w.volatile !== volatile && now - w.at >= this.refreshMs);
+    const due =
+      !w || w.visible !== visible || (w.volatile !== volatile && now - w.at >= this.refreshMs) || this.heartbeatDue;
     if (!due) return true;
     try {
-      await this.write(status);
+      await this.write({ ...status, heartbeatTime: new Date(now).toISOString() });
     } catch (err) {
       this.failed(err);
       return false;
     }
     this.written = { visible, volatile, at: now };
     this.writes += 1;
+    this.armHeartbeat(now);
     if (this.conditions.changed('write', 'ok'))
       this.o.log.info({ flowhintNode: this.o.node }, 'FlowhintNode status written');
     return true;
+  }
+
+  /** The next heartbeat, `heartbeatMs` after the write that began at `from` (a write for any reason renews it). */
+  private armHeartbeat(from: number): void {
+    this.heartbeatDue = false;
+    if (this.heartbeatTimer !== undefined) this.clock.clearTimeout(this.heartbeatTimer);
+    if (this.stopped) return;
+    this.heartbeatTimer = this.clock.setTimeout(
+      () => {
+        this.heartbeatTimer = undefined;
+        this.heartbeatDue = true;
+        this.runner.request();
+      },
+      Math.max(0, (this.o.heartbeatMs ?? HEARTBEAT_SECONDS * 1000) - (this.clock.now() - from)),
+    );
   }
 
   private signal(): AbortSignal {

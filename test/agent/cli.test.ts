@@ -108,6 +108,13 @@ t.test('cleanup deletes the table; twice is fine', async (t) => {
   t.equal(cli('cleanup', '--netns', ns.name).status, 0);
 });
 
+t.test('cleanup in a namespace that does not exist fails, never "nothing to clean up"', async (t) => {
+  const r = cli('cleanup', '--netns', 'flowhint-no-such-ns');
+  t.equal(r.status, 1);
+  t.match(r.stderr, /^flowhint: FH_NETNS_MISSING: network namespace "flowhint-no-such-ns" does not exist/m);
+  t.notMatch(r.stderr, /nothing to clean up/);
+});
+
 t.test('bad flags exit 2 and name the flag', async (t) => {
   const r = cli('agent', '--offload-after-packets', '-5', '--services-dir', dir);
   t.equal(r.status, 2);

@@ -310,6 +310,35 @@ t.test('the loop: a burst is batched, failures back off and retry as full syncs'
   await agent.stop();
 });
 
+t.test(
+  'freshness: the last success is renewed while the loop is idle after a good sync, never while syncs fail',
+  async (t) => {
+    const nft = new FakeNft();
+    const source = new TestSource([service(A)]);
+    const { agent, metrics } = makeAgent(nft, source);
+    await agent.prepare();
+    agent.startLoops();
+    await eventually('first full sync', () => agent.lastSync?.ok === true);
+    const last = async () =>
+      Number(/ ([0-9.e+]+)$/m.exec(await metric(metrics, 'flowhint_agent_last_sync_success_timestamp_seconds'))?.[1]);
+    metrics.lastSyncSuccess.set(1);
+    const before = Date.now() / 1000;
+    agent.renewFreshness();
+    t.ok((await last()) >= before, 'idle after a good sync: renewed to now');
+    nft.failNext(1_000_000);
+    source.upsert(service(B));
+    await eventually('the change failed', () => agent.lastSync?.ok === false);
+    metrics.lastSyncSuccess.set(1);
+    agent.renewFreshness();
+    t.equal(await last(), 1, 'syncs failing: not renewed, so freshness climbs');
+    nft.failNext(0);
+    await eventually('recovered', () => agent.lastSync?.ok === true);
+    agent.renewFreshness();
+    t.ok((await last()) >= before, 'recovered: renewed again');
+    await agent.stop();
+  },
+);
+
 t.test("a removed LongLived hint's offloaded flows are evicted: the flowtable is recreated in that sync", async (t) => {
   // A flowtable entry outlives the rules that made it; only the flowtable's deletion ends it
   // (issue 32). The fake gives a recreated flowtable a new handle.

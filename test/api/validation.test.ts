@@ -62,7 +62,7 @@ t.test('every invalid value, with field, code and message (table)', async (t) =>
       field: `metadata.annotations[${TIMEOUT}]`,
       code: 'FH_TIMEOUT_INVALID',
       message: new RegExp(
-        `^flowhint\\.dev/conntrack-timeout: invalid value ${JSON.stringify(d).replace(/[.*+?^$()|[\]\\]/g, '\\$&')}; must be a whole number of seconds, minutes or hours \\("5s", "2m"\\) from 1s to 10m$`,
+        `^flowhint\\.dev/conntrack-timeout: invalid value ${JSON.stringify(d).replace(/[.*+?^$()|[\]\\]/g, '\\$&')}; must be a whole number of seconds or minutes \\("5s", "2m"\\) from 1s to 10m$`,
       ),
     })),
     {

@@ -4,62 +4,13 @@
  * also as the kubectl plugin found on PATH, and through kubectl itself where it is installed.
  */
 import t from 'tap';
-import { execFile, execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { symlinkSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { FakeApiServer } from '../helpers/fake-apiserver.ts';
-import type { Obj } from '../helpers/fake-kube.ts';
-import { FakeFlowhintNodes } from '../helpers/fake-flowhintnodes.ts';
-import { fakeKubeConfig } from '../helpers/fake-kube.ts';
-import { svc } from '../helpers/agent.ts';
-import { SOURCE_ENTRY } from '../helpers/child.ts';
-import { nodeStatusFixture } from '../helpers/flowhint-node.ts';
-
-const STATUS = nodeStatusFixture();
-
-async function cluster(t: { teardown: (fn: () => unknown) => void }) {
-  const api = new FakeApiServer();
-  await api.start();
-  const fhn = new FakeFlowhintNodes(api);
-  const dir = mkdtempSync(join(tmpdir(), 'flowhint-explain-'));
-  t.teardown(async () => {
-    await api.stop();
-    rmSync(dir, { recursive: true, force: true });
-  });
-  const kubeconfig = join(dir, 'kubeconfig');
-  const kc = fakeKubeConfig(api.url);
-  kc.contexts[0] = { ...kc.contexts[0]!, namespace: 'shop' };
-  writeFileSync(kubeconfig, kc.exportConfig());
-  api.apply(svc({ namespace: 'shop', name: 'cart' }) as Obj);
-  for (const n of ['node-a', 'node-b']) {
-    fhn.addNode(n);
-    fhn.put(n, { metadata: { name: n } }, 'flowhint-agent');
-    fhn.put(n, { status: STATUS }, 'flowhint-agent', 'status');
-  }
-  fhn.put(
-    'node-b',
-    { status: { ...STATUS, support: { ...STATUS.support, offload: 'Degraded', reason: 'no nf_flow_table' } } },
-    'flowhint-agent',
-    'status',
-  );
-  // Asynchronous: the fake API server answers from this process.
-  const run = (args: string[], cmd = process.execPath, env: NodeJS.ProcessEnv = {}) =>
-    new Promise<{ code: number | null; out: string; err: string }>((resolve) => {
-      execFile(
-        cmd,
-        cmd === process.execPath ? [SOURCE_ENTRY, ...args] : args,
-        { encoding: 'utf8', env: { ...process.env, KUBECONFIG: kubeconfig, ...env } },
-        (error, out, err) => {
-          resolve({ code: error ? (typeof error.code === 'number' ? error.code : null) : 0, out, err });
-        },
-      );
-    });
-  return { api, fhn, dir, run };
-}
+import { explainCluster, liveStatus } from '../helpers/explain-cluster.ts';
 
 t.test('text and json, NAMESPACE/NAME or NAME with the namespace of the context or -n', async (t) => {
-  const c = await cluster(t);
+  const c = await explainCluster(t);
   const text = await c.run(['explain', 'shop/cart']);
   t.equal(text.code, 0, text.err);
   t.match(text.out, /^shop\/cart: accepted: LongLived: /m);
@@ -77,7 +28,7 @@ t.test('text and json, NAMESPACE/NAME or NAME with the namespace of the context 
 });
 
 t.test('a FlowhintNode another version wrote is a node without a readable status, not no node', async (t) => {
-  const c = await cluster(t);
+  const c = await explainCluster(t);
   c.fhn.putRaw('node-c', { agentVersion: '9.0.0', support: { offload: 'Partial' } });
   const r = await c.run(['explain', 'shop/cart']);
   t.equal(r.code, 0, r.err);
@@ -85,8 +36,53 @@ t.test('a FlowhintNode another version wrote is a node without a readable status
   t.match(r.out, /^ {2}node-c: not-reported: its status is not one this flowhint reads/m);
 });
 
+t.test('a dead agent: its heartbeat 10 minutes old, so its node is not programmed', async (t) => {
+  const c = await explainCluster(t);
+  const tenMinutesAgo = new Date(Date.now() - 600_000).toISOString();
+  c.fhn.put('node-a', { status: { ...liveStatus(), heartbeatTime: tenMinutesAgo } }, 'flowhint-agent', 'status');
+  const r = await c.run(['explain', 'shop/cart']);
+  t.equal(r.code, 0, r.err);
+  t.match(r.out, /^programmed on 0 of 2 nodes$/m);
+  t.match(r.out, /^ {2}node-a: not-alive: last heartbeat 10m ago \(renewed every minute\)/m);
+  t.match(r.out, /node-a: its agent is not alive; kubectl -n flowhint-system get pods .*spec\.nodeName=node-a/);
+});
+
+t.test('every Node that should run the agent counts: one without an agent, a Windows one not', async (t) => {
+  const c = await explainCluster(t);
+  c.fhn.addNode('node-c');
+  c.fhn.addNode('win-a', 'windows');
+  const r = await c.run(['explain', 'shop/cart']);
+  t.equal(r.code, 0, r.err);
+  t.match(r.out, /^programmed on 1 of 3 nodes$/m);
+  t.match(r.out, /^ {2}node-c: no-agent: no FlowhintNode/m);
+  t.notMatch(r.out, /win-a/);
+  t.match(r.out, /node-c: no agent has reported from there/);
+});
+
+t.test('Nodes refused (403): nodes with an agent are counted, and the permission named', async (t) => {
+  const c = await explainCluster(t);
+  c.fhn.addNode('node-c');
+  c.fhn.refuseNodeList = 403;
+  const r = await c.run(['explain', 'shop/cart']);
+  t.equal(r.code, 0, r.err);
+  t.match(r.out, /^programmed on 1 of 2 nodes \(nodes without an agent not counted: you may not list Nodes\)$/m);
+  t.match(r.out, /you may not list Nodes, .*ClusterRole flowhint-viewer/);
+});
+
+t.test('agents of two versions: said, with the rollout to finish', async (t) => {
+  const c = await explainCluster(t);
+  c.fhn.put('node-b', { status: { ...liveStatus(), agentVersion: '0.0.9' } }, 'flowhint-agent', 'status');
+  const r = await c.run(['explain', 'shop/cart']);
+  t.equal(r.code, 0, r.err);
+  t.match(
+    r.out,
+    /^agent versions: (0\.0\.9 on 1 node, \d+\.\d+\.\d+ on 1 node|\d+\.\d+\.\d+ on 1 node, 0\.0\.9 on 1 node)$/m,
+  );
+  t.match(r.out, /finish the rollout/);
+});
+
 t.test('the CRD absent: the hint is still explained, nodes unknown', async (t) => {
-  const c = await cluster(t);
+  const c = await explainCluster(t);
   c.fhn.crdInstalled = false;
   const r = await c.run(['explain', 'shop/cart']);
   t.equal(r.code, 0, r.err);
@@ -95,7 +91,7 @@ t.test('the CRD absent: the hint is still explained, nodes unknown', async (t) =
 });
 
 t.test('FlowhintNodes refused (403): the Service is still explained, and the permission named', async (t) => {
-  const c = await cluster(t);
+  const c = await explainCluster(t);
   c.fhn.refuse = 403;
   const r = await c.run(['explain', 'shop/cart']);
   t.equal(r.code, 0, r.err);
@@ -105,7 +101,7 @@ t.test('FlowhintNodes refused (403): the Service is still explained, and the per
 });
 
 t.test('API errors name the server and the cause', async (t) => {
-  const c = await cluster(t);
+  const c = await explainCluster(t);
   c.api.failNext(2, 403);
   const refused = await c.run(['explain', 'shop/cart']);
   t.equal(refused.code, 1);
@@ -121,7 +117,7 @@ t.test('API errors name the server and the cause', async (t) => {
 });
 
 t.test('errors: no such Service, the API server failing, a bad argument', async (t) => {
-  const c = await cluster(t);
+  const c = await explainCluster(t);
   const missing = await c.run(['explain', 'shop/nope']);
   t.equal(missing.code, 1);
   t.equal(missing.err, 'flowhint: FH_SERVICE_NOT_FOUND: service shop/nope not found\n');
@@ -137,7 +133,7 @@ t.test('errors: no such Service, the API server failing, a bad argument', async 
 });
 
 t.test('the kubectl plugin: kubectl-flowhint on PATH, and kubectl flowhint where kubectl is installed', async (t) => {
-  const c = await cluster(t);
+  const c = await explainCluster(t);
   const bin = join(c.dir, 'bin');
   execFileSync('mkdir', [bin]);
   symlinkSync(new URL('../../bin/kubectl-flowhint.ts', import.meta.url).pathname, join(bin, 'kubectl-flowhint'));

@@ -5,7 +5,7 @@
 import t from 'tap';
 import type { FlowhintNode, FlowhintNodeStatus } from '../../api/index.ts';
 import { HINTS } from '../../api/index.ts';
-import { explain, formatExplanation } from '../../bin/explanation.ts';
+import { age, explain, formatExplanation } from '../../bin/explanation.ts';
 import { svc } from '../helpers/agent.ts';
 import { nodeStatusFixture } from '../helpers/flowhint-node.ts';
 
@@ -219,4 +219,58 @@ t.test('the CRD absent; no node reported; another flowtable; a truncated list', 
   t.match(e.advice.join('\n'), /another flowtable shares the devices/);
   t.match(e.advice.join('\n'), /a lists only part of what it cannot offload/);
   t.match(formatExplanation(e), /^other flowtable on a: inet kindnet\/fastpath on eth0$/m);
+});
+
+t.test('liveness: a heartbeat older than three minutes is a node not alive, never programmed', async (t) => {
+  const now = Date.parse('2026-12-07T12:00:00Z');
+  const beat = (secondsAgo: number) =>
+    node('a', (s) => (s.heartbeatTime = new Date(now - secondsAgo * 1000).toISOString()));
+  t.match(explain(cart, [beat(179)], { now }).nodes, { total: 1, programmed: 1 }, '179 s: alive');
+  const dead = explain(cart, [beat(181)], { now });
+  t.match(dead.nodes, { total: 1, programmed: 0 }, '181 s: not alive');
+  t.match(dead.nodes.findings[0], { node: 'a', state: 'not-alive', detail: /^last heartbeat 3m ago/ });
+  t.match(dead.advice, [/^a: its agent is not alive; kubectl -n flowhint-system get pods/]);
+  const old = explain(cart, [node('a')], { now });
+  t.match(old.nodes.findings[0], { state: 'not-alive', detail: /writes no heartbeat/ }, 'no heartbeat at all');
+  t.match(explain(cart, [node('a')]).nodes, { programmed: 1 }, 'without now, liveness is not judged');
+  t.match(formatExplanation(dead), /^ {2}a: not-alive: last heartbeat 3m ago/m);
+});
+
+t.test('every Node counts: one without a FlowhintNode is no-agent; Nodes refused or CRD absent', async (t) => {
+  const e = explain(cart, [node('a'), node('b')], { nodes: ['a', 'b', 'c'] });
+  t.match(e, { nodeList: 'available', nodes: { total: 3, programmed: 2 } });
+  t.match(e.nodes.findings[2], { node: 'c', state: 'no-agent' });
+  t.match(e.advice, [/^c: no agent has reported from there/]);
+  t.equal(formatExplanation(e).split('\n')[1], 'programmed on 2 of 3 nodes');
+  const refused = explain(cart, [node('a')], { nodes: 'forbidden' });
+  t.match(refused, { nodeList: 'forbidden', nodes: { total: 1, programmed: 1 } });
+  t.match(refused.advice, [/you may not list Nodes, .*flowhint-viewer/]);
+  t.match(formatExplanation(refused), /^programmed on 1 of 1 nodes \(nodes without an agent not counted/m);
+  const noCrd = explain(cart, 'crd-absent', { nodes: ['a', 'b'] });
+  t.match(noCrd.nodes, { total: 0, findings: [] }, 'without FlowhintNodes, no node is said to lack an agent');
+  t.equal(explain(cart, [node('a')]).nodeList, 'not-read');
+});
+
+t.test('agent versions: listed when more than one runs, or another than this flowhint', async (t) => {
+  const mixed = explain(cart, [node('a'), node('b', (s) => (s.agentVersion = '0.0.9'))], { version: '0.1.0' });
+  t.same(mixed.agentVersions, { '0.1.0': 1, '0.0.9': 1 });
+  t.match(formatExplanation(mixed), /^agent versions: 0\.1\.0 on 1 node, 0\.0\.9 on 1 node$/m);
+  t.match(mixed.advice, [/finish the rollout/]);
+  t.same(explain(cart, [node('a'), node('b')], { version: '0.2.0' }).agentVersions, { '0.1.0': 2 }, 'all older');
+  t.equal(explain(cart, [node('a'), node('b')], { version: '0.1.0' }).agentVersions, undefined, 'all the same');
+});
+
+t.test('age: as kubectl prints it', async (t) => {
+  const cases: Array<[number, string]> = [
+    [0, '0s'],
+    [45.9, '45s'],
+    [119, '119s'],
+    [120, '2m'],
+    [7199, '119m'],
+    [7200, '2h'],
+    [172_799, '47h'],
+    [172_800, '2d'],
+    [-5, '0s'],
+  ];
+  for (const [s, want] of cases) t.equal(age(s), want, `${s} s`);
 });

@@ -3,7 +3,9 @@
  * server (fake-apiserver.ts, whose faults apply to these paths too). Not Kubernetes.
  *
  * What it follows of the API:
- * - `GET /api/v1/nodes/NAME`; nodes have a uid; deleting one deletes the FlowhintNodes whose
+ * - `GET /api/v1/nodes/NAME`, and `GET /api/v1/nodes` with an equality `labelSelector` (Nodes
+ *   are labelled `kubernetes.io/os` as the kubelet labels them; `refuseNodeList` answers the
+ *   list with that status, as RBAC's 403 does); nodes have a uid; deleting one deletes the FlowhintNodes whose
  *   owner reference names that uid, as the garbage collector does (at once, not later);
  * - the CRD's paths under `/apis/flowhint.dev/v1alpha1/flowhintnodes`: list, get, and PATCH
  *   with `application/apply-patch+yaml` (server-side apply) on the object and on its `status`
@@ -29,6 +31,7 @@ import { Ajv, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
 import { load } from 'js-yaml';
 import { reply, statusFailure, type FakeApiServer } from './fake-apiserver.ts';
+import { matches } from './fake-kube.ts';
 
 type Json = Record<string, unknown>;
 
@@ -95,7 +98,9 @@ export class FakeFlowhintNodes {
   hang = false;
   /** Requests taken while `hang` was set. */
   readonly held = new Set<ServerResponse>();
-  readonly nodes = new Map<string, { metadata: { name: string; uid: string } }>();
+  /** Answer the Node list with this HTTP status (403: the caller may not list Nodes). */
+  refuseNodeList: number | undefined;
+  readonly nodes = new Map<string, { metadata: { name: string; uid: string; labels: Record<string, string> } }>();
   readonly objects = new Map<string, Stored>();
   readonly applies: ApplyLog[] = [];
   private rv = 1;
@@ -105,9 +110,9 @@ export class FakeFlowhintNodes {
     api.route((req, res, url) => this.handle(req, res, url));
   }
 
-  addNode(name: string): string {
+  addNode(name: string, os = 'linux'): string {
     const uid = randomUUID();
-    this.nodes.set(name, { metadata: { name, uid } });
+    this.nodes.set(name, { metadata: { name, uid, labels: { 'kubernetes.io/os': os } } });
     return uid;
   }
 
@@ -198,6 +203,19 @@ export class FakeFlowhintNodes {
       const n = this.nodes.get(decodeURIComponent(node[1]!));
       if (n) reply(res, 200, { apiVersion: 'v1', kind: 'Node', ...n });
       else reply(res, 404, statusFailure(404, 'NotFound', `nodes "${node[1]}" not found`));
+      return true;
+    }
+    if (url.pathname === '/api/v1/nodes' && req.method === 'GET') {
+      if (this.refuseNodeList !== undefined) {
+        const why = 'nodes is forbidden: User "u" cannot list resource "nodes" in API group "" at the cluster scope';
+        reply(res, this.refuseNodeList, statusFailure(this.refuseNodeList, 'Forbidden', why));
+        return true;
+      }
+      const selector = url.searchParams.get('labelSelector') ?? undefined;
+      const items = [...this.nodes.values()]
+        .filter((n) => matches({ metadata: { ...n.metadata, namespace: '' } }, selector))
+        .map((n) => ({ apiVersion: 'v1', kind: 'Node', ...structuredClone(n) }));
+      reply(res, 200, { apiVersion: 'v1', kind: 'NodeList', metadata: { resourceVersion: String(this.rv) }, items });
       return true;
     }
     if (!url.pathname.startsWith(BASE)) return false;

@@ -94,6 +94,25 @@ t.test('a broken pair keeps the previous certificate', async (t) => {
   t.match(metrics, /flowhint_webhook_cert_reloads_total\{result="error"\} [1-9]/);
 });
 
+t.test('the expiry gauge follows the certificate being served, not a broken pair', async (t) => {
+  const expiry = async () =>
+    Number(
+      /^flowhint_webhook_certificate_expiry_timestamp_seconds (\S+)$/m.exec(
+        await (await fetch(`${server.metricsUrl}/metrics`)).text(),
+      )?.[1],
+    );
+  const year = Date.now() / 1000 + 365 * 86_400;
+  t.ok(Math.abs((await expiry()) - year) < 3600, 'at start: the first certificate, valid for 365 days');
+  const short = await generateCerts({ dnsNames: ['localhost'], ipAddresses: ['127.0.0.1'], ca, days: 3 });
+  expected = await publish(short);
+  const threeDays = Date.now() / 1000 + 3 * 86_400;
+  await eventually('reloaded: the 3-day certificate', async () => Math.abs((await expiry()) - threeDays) < 600);
+  await publish({ cert: first.cert, key: short.key });
+  await server.reloader.check();
+  t.ok(Math.abs((await expiry()) - threeDays) < 600, 'a broken pair: the gauge keeps the served certificate');
+  expected = await publish(short);
+});
+
 t.test('10 rotations during a steady autocannon run: 0 failed requests', async (t) => {
   const reloads = async () =>
     Number(

@@ -76,7 +76,8 @@ t.test('created with the owner reference, its status applied by flowhint-agent',
   await eventually('written', () => s.statusWrites() === 1);
   const o = s.fhn.read('node-a') as { metadata: Record<string, unknown>; status: unknown };
   t.strictSame(o.metadata.ownerReferences, [{ apiVersion: 'v1', kind: 'Node', name: 'node-a', uid: s.uid }]);
-  t.strictSame(o.status, STATUS);
+  // The fake clock starts at 1,000,000 ms after the epoch: 16 minutes 40 seconds.
+  t.strictSame(o.status, { ...STATUS, heartbeatTime: '1970-01-01T00:16:40.000Z' }, 'the status and its heartbeat');
   t.strictSame(o.metadata.managedFields, [
     { manager: 'flowhint-agent', operation: 'Apply', apiVersion: 'flowhint.dev/v1alpha1' },
     { manager: 'flowhint-agent', operation: 'Apply', apiVersion: 'flowhint.dev/v1alpha1', subresource: 'status' },
@@ -92,27 +93,55 @@ t.test('created with the owner reference, its status applied by flowhint-agent',
   t.equal(s.writer.writes, 1);
 });
 
-t.test('not rewritten when nothing changed; time and offloaded count at most once a minute', async (t) => {
+t.test(
+  'not rewritten when nothing changed; time and offloaded count at most once a minute; a heartbeat every minute',
+  async (t) => {
+    const s = await setup(t);
+    s.start();
+    await s.clock.tick(0);
+    await eventually('written', () => s.statusWrites() === 1);
+    for (let i = 0; i < 5; i++) s.writer.request();
+    await s.step(30_000);
+    t.equal(s.statusWrites(), 1, 'the same status is not written again');
+    s.set((x) => {
+      x.lastSync = { time: '2026-12-05T00:00:20.000Z', kind: 'full', result: 'Succeeded' };
+      x.services.offloadedConnections = 5;
+    });
+    s.writer.request();
+    await s.step(20_000);
+    t.equal(s.statusWrites(), 1, 'a new sync time 50 s after the last write waits');
+    await s.step(20_000);
+    await eventually('refreshed', () => s.statusWrites() === 2);
+    t.equal((s.fhn.read('node-a') as { status: FlowhintNodeStatus }).status.services.offloadedConnections, 5);
+    // Seconds after the first write (at 1,000,000 ms on the fake clock) of the last heartbeat;
+    // the fake timers run a zero delay 1 ms later during a tick, hence "about".
+    const heartbeatAt = () =>
+      (Date.parse((s.fhn.read('node-a') as { status: FlowhintNodeStatus }).status.heartbeatTime ?? '') - 1_000_000) /
+      1000;
+    t.equal(Math.round(heartbeatAt()), 60, 'the refresh carried the heartbeat due 60 s after the first write');
+    for (let i = 0; i < 10; i++) await s.step(60_000);
+    t.equal(s.statusWrites(), 12, 'ten quiet minutes: ten heartbeats, one a minute, nothing else');
+    t.equal(Math.round(heartbeatAt()), 660, 'the last one ten minutes later');
+    t.equal(s.fhn.applies.filter((a) => a.subresource === undefined).length, 1, 'the object is applied once');
+  },
+);
+
+t.test('a write for a change renews the heartbeat: no heartbeat write within a minute of it', async (t) => {
   const s = await setup(t);
   s.start();
   await s.clock.tick(0);
   await eventually('written', () => s.statusWrites() === 1);
-  for (let i = 0; i < 5; i++) s.writer.request();
-  await s.step(30_000);
-  t.equal(s.statusWrites(), 1, 'the same status is not written again');
+  await s.step(40_000);
   s.set((x) => {
-    x.lastSync = { time: '2026-12-05T00:00:20.000Z', kind: 'full', result: 'Succeeded' };
-    x.services.offloadedConnections = 5;
+    x.services.programmed = 7;
   });
   s.writer.request();
-  await s.step(20_000);
-  t.equal(s.statusWrites(), 1, 'a new sync time 50 s after the last write waits');
-  await s.step(20_000);
-  await eventually('refreshed', () => s.statusWrites() === 2);
-  t.equal((s.fhn.read('node-a') as { status: FlowhintNodeStatus }).status.services.offloadedConnections, 5);
-  for (let i = 0; i < 10; i++) await s.step(60_000);
-  t.equal(s.statusWrites(), 2, 'ten quiet minutes: no write');
-  t.equal(s.fhn.applies.filter((a) => a.subresource === undefined).length, 1, 'the object is applied once');
+  await s.step(0);
+  await eventually('the change', () => s.statusWrites() === 2);
+  await s.step(50_000);
+  t.equal(s.statusWrites(), 2, '90 s after the first write, 50 s after the change: no heartbeat yet');
+  await s.step(11_000);
+  await eventually('the heartbeat 60 s after the change', () => s.statusWrites() === 3);
 });
 
 t.test('a change a reader would see is written within the minimum interval, bursts coalesced', async (t) => {

@@ -81,7 +81,16 @@ t.test('printer columns: the ones asked for, each at a field of the right type',
     priority?: number;
   }>;
   const wide = columns.filter((c) => !c.priority).map((c) => c.name);
-  t.strictSame(wide, ['Support', 'Kube-Proxy', 'Services', 'Refused', 'Not-Offloadable', 'Last-Sync', 'Age']);
+  t.strictSame(wide, [
+    'Support',
+    'Kube-Proxy',
+    'Services',
+    'Refused',
+    'Not-Offloadable',
+    'Last-Sync',
+    'Heartbeat',
+    'Age',
+  ]);
   for (const c of columns) {
     if (c.jsonPath === '.metadata.creationTimestamp') {
       t.equal(c.type, 'date', c.name);

@@ -226,6 +226,7 @@ t.test('liveness: a heartbeat older than three minutes is a node not alive, neve
   const beat = (secondsAgo: number) =>
     node('a', (s) => (s.heartbeatTime = new Date(now - secondsAgo * 1000).toISOString()));
   t.match(explain(cart, [beat(179)], { now }).nodes, { total: 1, programmed: 1 }, '179 s: alive');
+  t.match(explain(cart, [beat(180)], { now }).nodes, { total: 1, programmed: 1 }, '180 s: alive, just');
   const dead = explain(cart, [beat(181)], { now });
   t.match(dead.nodes, { total: 1, programmed: 0 }, '181 s: not alive');
   t.match(dead.nodes.findings[0], { node: 'a', state: 'not-alive', detail: /^last heartbeat 3m ago/ });
@@ -237,15 +238,20 @@ t.test('liveness: a heartbeat older than three minutes is a node not alive, neve
 });
 
 t.test('every Node counts: one without a FlowhintNode is no-agent; Nodes refused or CRD absent', async (t) => {
-  const e = explain(cart, [node('a'), node('b')], { nodes: ['a', 'b', 'c'] });
-  t.match(e, { nodeList: 'available', nodes: { total: 3, programmed: 2 } });
-  t.match(e.nodes.findings[2], { node: 'c', state: 'no-agent' });
-  t.match(e.advice, [/^c: no agent has reported from there/]);
-  t.equal(formatExplanation(e).split('\n')[1], 'programmed on 2 of 3 nodes');
+  const e = explain(cart, [node('a'), node('b')], { nodes: ['a', 'b', 'c', 'd'] });
+  t.match(e, { nodeList: 'available', nodes: { total: 4, programmed: 2 } });
+  t.match(e.nodes.findings[2], { node: 'c', state: 'no-agent', detail: /^no FlowhintNode: no agent has reported/ });
+  t.match(e.advice, [/^c, d: no agent has reported from there/]);
+  t.equal(formatExplanation(e).split('\n')[1], 'programmed on 2 of 4 nodes');
   const refused = explain(cart, [node('a')], { nodes: 'forbidden' });
   t.match(refused, { nodeList: 'forbidden', nodes: { total: 1, programmed: 1 } });
   t.match(refused.advice, [/you may not list Nodes, .*flowhint-viewer/]);
   t.match(formatExplanation(refused), /^programmed on 1 of 1 nodes \(nodes without an agent not counted/m);
+  t.notMatch(
+    explain(cart, 'crd-absent', { nodes: 'forbidden' }).advice.join('\n'),
+    /may not list Nodes/,
+    'Nodes refused is not said when FlowhintNodes are not read either',
+  );
   const noCrd = explain(cart, 'crd-absent', { nodes: ['a', 'b'] });
   t.match(noCrd.nodes, { total: 0, findings: [] }, 'without FlowhintNodes, no node is said to lack an agent');
   t.equal(explain(cart, [node('a')]).nodeList, 'not-read');
@@ -257,6 +263,8 @@ t.test('agent versions: listed when more than one runs, or another than this flo
   t.match(formatExplanation(mixed), /^agent versions: 0\.1\.0 on 1 node, 0\.0\.9 on 1 node$/m);
   t.match(mixed.advice, [/finish the rollout/]);
   t.same(explain(cart, [node('a'), node('b')], { version: '0.2.0' }).agentVersions, { '0.1.0': 2 }, 'all older');
+  const unknown = explain(cart, [node('a'), node('b', (s) => (s.agentVersion = '0.0.9'))]);
+  t.same(unknown.agentVersions, { '0.1.0': 1, '0.0.9': 1 }, 'two versions, whatever this one is');
   t.equal(explain(cart, [node('a'), node('b')], { version: '0.1.0' }).agentVersions, undefined, 'all the same');
 });
 

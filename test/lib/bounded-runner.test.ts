@@ -127,3 +127,25 @@ t.test('stop cancels a scheduled run, waits for the one in flight, and runs noth
   await second.fake.tick(1_000);
   t.same(second.starts, [0], 'a request after stop runs nothing');
 });
+
+t.test('idle: nothing running and nothing asked for; a failed run waiting for its retry is not idle', async (t) => {
+  const { fake, runner } = make([false]);
+  t.ok(runner.idle, 'new');
+  runner.request();
+  t.notOk(runner.idle, 'asked for, before start');
+  runner.start();
+  await fake.tick(RUN_TAKES / 2);
+  t.notOk(runner.idle, 'running');
+  await fake.tick(RUN_TAKES);
+  t.notOk(runner.idle, 'the run failed: its retry is asked for');
+  await fake.tick(BACKOFF + RUN_TAKES);
+  t.ok(runner.idle, 'the retry succeeded');
+  runner.request();
+  await fake.tick(RUN_TAKES / 2);
+  runner.request();
+  t.notOk(runner.idle, 'running, and asked for again');
+  await fake.tick(RUN_TAKES);
+  t.notOk(runner.idle, 'the run that was asked for meanwhile is next');
+  await fake.tick(MIN_INTERVAL + RUN_TAKES);
+  t.ok(runner.idle, 'done');
+});

@@ -13,7 +13,7 @@ import { z } from 'zod';
 const root = (path: string) => fileURLToPath(new URL(`../${path}`, import.meta.url));
 const OUT = root('dist/plugin');
 /** The oldest Node the bundle runs on: Debian bookworm's. */
-export const PLUGIN_NODE = '20';
+const PLUGIN_NODE = '20';
 
 const pkg = z
   .object({ version: z.string(), license: z.string() })

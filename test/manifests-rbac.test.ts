@@ -4,7 +4,7 @@
  * turned into the RBAC attributes the API server would check (verb, group, resource), and
  * every one must be allowed by the role, and every rule of the role used.
  */
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { loadAll } from 'js-yaml';
 import { KubeSource } from '../agent/sources/kube.ts';
 import { kubeNodeStatusApi } from '../agent/report/node-api.ts';
@@ -51,8 +51,25 @@ const objs = loadAll(kustomizeBuild(new URL('../manifests/base', import.meta.url
   rules?: Rule[];
 }>;
 const roleRules = (name: string) => objs.find((o) => o.kind === 'ClusterRole' && o.metadata.name === name)?.rules ?? [];
-const allows = (rule: Rule, a: { verb: string; group: string; resource: string }) =>
+type Attributes = { verb: string; group: string; resource: string };
+const allows = (rule: Rule, a: Attributes) =>
   rule.apiGroups.includes(a.group) && rule.resources.includes(a.resource) && rule.verbs.includes(a.verb);
+
+/** Every request allowed by a rule of the role, and every grant of the role used by a request. */
+function grantsExactly(t: Test, rules: Rule[], asked: Attributes[]): void {
+  for (const a of asked)
+    t.ok(
+      rules.some((r) => allows(r, a)),
+      `allowed: ${a.verb} ${a.group}/${a.resource}`,
+    );
+  for (const r of rules)
+    for (const resource of r.resources)
+      for (const verb of r.verbs)
+        t.ok(
+          asked.some((a) => a.group === r.apiGroups[0] && a.resource === resource && a.verb === verb),
+          `used: ${verb} ${r.apiGroups[0]}/${resource}`,
+        );
+}
 
 t.test('the agent asks for nothing its ClusterRole does not grant, and uses every grant', async (t) => {
   const rules = roleRules('flowhint-agent');
@@ -88,18 +105,7 @@ t.test('the agent asks for nothing its ClusterRole does not grant, and uses ever
   });
   writer.start(() => nodeStatus({ doc, version: 'v', offloaded: undefined }));
   await eventually('listed, watching, written', () => synced && api.openWatches > 0 && writer.writes === 1);
-  const asked = api.requests.flatMap(attributes);
-  for (const a of asked)
-    t.ok(
-      rules.some((r) => allows(r, a)),
-      `allowed: ${a.verb} ${a.group}/${a.resource}`,
-    );
-  for (const r of rules)
-    for (const resource of r.resources)
-      for (const verb of r.verbs) {
-        const used = asked.some((a) => a.group === r.apiGroups[0] && a.resource === resource && a.verb === verb);
-        t.ok(used, `used: ${verb} ${r.apiGroups[0]}/${resource}`);
-      }
+  grantsExactly(t, rules, api.requests.flatMap(attributes));
 });
 
 t.test('explain: flowhint-viewer grants every cluster-wide read it makes, and nothing it does not use', async (t) => {
@@ -118,16 +124,5 @@ t.test('explain: flowhint-viewer grants every cluster-wide read it makes, and no
     'list /nodes',
     'list flowhint.dev/flowhintnodes',
   ]);
-  for (const a of cluster)
-    t.ok(
-      rules.some((r) => allows(r, a)),
-      `allowed: ${a.verb} ${a.group}/${a.resource}`,
-    );
-  for (const r of rules)
-    for (const resource of r.resources)
-      for (const verb of r.verbs)
-        t.ok(
-          cluster.some((a) => a.group === r.apiGroups[0] && a.resource === resource && a.verb === verb),
-          `used: ${verb} ${r.apiGroups[0]}/${resource}`,
-        );
+  grantsExactly(t, rules, cluster);
 });

@@ -17,6 +17,7 @@ import {
   isFull,
   makeAgent,
   metric,
+  runningAgent,
   service,
   syncedAgent,
   type Svc,
@@ -275,10 +276,7 @@ t.test(
 t.test('the loop: a burst is batched, failures back off and retry as full syncs', async (t) => {
   const nft = new FakeNft();
   const source = new TestSource([service(A)]);
-  const { agent, metrics } = makeAgent(nft, source);
-  await agent.prepare();
-  agent.startLoops();
-  await eventually('first full sync', () => agent.lastSync?.ok === true);
+  const { agent, metrics } = await runningAgent(nft, source);
   nft.failNext(3);
   const from = nft.transactions.length;
   source.upsert(service(B));
@@ -315,10 +313,7 @@ t.test(
   async (t) => {
     const nft = new FakeNft();
     const source = new TestSource([service(A)]);
-    const { agent, metrics } = makeAgent(nft, source);
-    await agent.prepare();
-    agent.startLoops();
-    await eventually('first full sync', () => agent.lastSync?.ok === true);
+    const { agent, metrics } = await runningAgent(nft, source);
     const last = async () =>
       Number(/ ([0-9.e+]+)$/m.exec(await metric(metrics, 'flowhint_agent_last_sync_success_timestamp_seconds'))?.[1]);
     metrics.lastSyncSuccess.set(1);

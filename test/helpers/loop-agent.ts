@@ -11,6 +11,7 @@ import { FakeNft, fakeHost } from './fake-nft.ts';
 import { expectOffloads, type PortSpec } from './table-view.ts';
 import { svc } from './agent.ts';
 import { capturedLogs } from './logs.ts';
+import { eventually } from './eventually.ts';
 
 /** A source the test drives: Services in, as a list/watch source would deliver them. */
 export class TestSource implements Source {
@@ -89,6 +90,15 @@ export async function syncedAgent(nft: FakeNft, source: Source, extra: Partial<A
   await made.agent.prepare();
   const first = await made.agent.sync();
   return { ...made, poll, held, first };
+}
+
+/** An agent running its loops (sync runner, timers), its first full sync done. */
+export async function runningAgent(nft: FakeNft, source: Source, extra: Partial<AgentOptions> = {}) {
+  const made = makeAgent(nft, source, extra);
+  await made.agent.prepare();
+  made.agent.startLoops();
+  await eventually('first full sync', () => made.agent.lastSync?.ok === true);
+  return made;
 }
 
 export async function metric(m: AgentMetrics, name: string): Promise<string> {

@@ -132,11 +132,11 @@ export async function measureApi(url: string, services: number, cache: Cache): P
   return { services, cache, rssMiB, peakMiB, programmed };
 }
 
-/** Both caches at `services`, in one namespace with one FAKE. */
-export async function runApiSeries(services: number): Promise<ApiResult[]> {
+/** Both caches at `services`, in one namespace with one FAKE; the agents run `measured` (bench/lib.ts). */
+export async function runApiSeries(services: number, measured: string): Promise<ApiResult[]> {
   const ns = `fh-bench-api-${process.pid}`;
   execFileSync('ip', ['netns', 'add', ns]);
-  const script = new URL('./agent.ts', import.meta.url).pathname;
+  const script = new URL('./agent-child.ts', import.meta.url).pathname;
   const api = spawn('ip', ['netns', 'exec', ns, process.execPath, script, '--api', String(services)], {
     stdio: ['pipe', 'pipe', 'inherit'],
   });
@@ -150,7 +150,7 @@ export async function runApiSeries(services: number): Promise<ApiResult[]> {
     for (const cache of ['view', 'whole'] as const) {
       const r = spawnSync(
         'ip',
-        ['netns', 'exec', ns, process.execPath, script, '--api-agent', url, String(services), cache],
+        ['netns', 'exec', ns, process.execPath, measured, '--api-agent', url, String(services), cache],
         {
           encoding: 'utf8',
           env: { ...process.env, NODE_OPTIONS: deployedEnv('agent.yaml', 'agent', 'NODE_OPTIONS') ?? '' },

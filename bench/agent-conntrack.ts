@@ -127,6 +127,9 @@ export async function measurePolls(entries: number, services: number, reader: Re
   source.sink!.events(events);
   const r = await agent.sync();
   if (!r.ok) throw new Error(`sync failed: ${r.error}`);
+  // The newly hinted Services' live connections are marked after the sync, in the background
+  // (agent/host/live-marks.ts: one more dump of the whole table); once, not per poll.
+  await agent.marked();
   // The state the agent programmed, built by the same pure intake (what its poll reads).
   const entries_ = [...intake(events, { threshold: 20 }).updates.values()].flatMap((e) => e ?? []);
   const state = buildDesired(entries_, []);
@@ -139,16 +142,12 @@ export async function measurePolls(entries: number, services: number, reader: Re
   return { entries, services, reader, rssPeakMiB, cpuMsPerPoll, counted };
 }
 
-function inNs(ns: string, args: string[]): string {
-  const r = spawnSync(
-    'ip',
-    ['netns', 'exec', ns, process.execPath, new URL('./agent.ts', import.meta.url).pathname, ...args],
-    {
-      encoding: 'utf8',
-      env: { ...process.env, NODE_OPTIONS: deployedEnv('agent.yaml', 'agent', 'NODE_OPTIONS') ?? '' },
-      maxBuffer: 1 << 20,
-    },
-  );
+function inNs(ns: string, measured: string, args: string[]): string {
+  const r = spawnSync('ip', ['netns', 'exec', ns, process.execPath, measured, ...args], {
+    encoding: 'utf8',
+    env: { ...process.env, NODE_OPTIONS: deployedEnv('agent.yaml', 'agent', 'NODE_OPTIONS') ?? '' },
+    maxBuffer: 1 << 20,
+  });
   if (r.status !== 0) throw new Error(`${args.join(' ')} failed: ${r.stderr}`);
   return r.stdout.trim().split('\n').at(-1)!;
 }
@@ -158,10 +157,11 @@ export function conntrackMax(): number {
   return Number(readFileSync('/proc/sys/net/netfilter/nf_conntrack_max', 'utf8').trim());
 }
 
-/** One table size: a namespace filled to `target` entries, every (Services, reader) measured in it. */
+/** One table size: a namespace filled to `target` entries, every (Services, reader) measured in it by `measured` (bench/lib.ts). */
 export function runTable(
   target: number,
   serviceCounts: readonly number[],
+  measured: string,
 ): { actual: number; results: PollResult[]; aloneMs: number } {
   const ns = `fh-bench-ct-${process.pid}-${target}`;
   const sh = (...a: string[]) => execFileSync('ip', ['netns', 'exec', ns, ...a], { encoding: 'utf8' });
@@ -190,7 +190,9 @@ export function runTable(
     const results: PollResult[] = [];
     for (const services of serviceCounts)
       for (const reader of ['filtered', 'whole'] as const)
-        results.push(JSON.parse(inNs(ns, ['--polls', String(actual), String(services), reader])) as PollResult);
+        results.push(
+          JSON.parse(inNs(ns, measured, ['--polls', String(actual), String(services), reader])) as PollResult,
+        );
     return { actual, results, aloneMs };
   } finally {
     execFileSync('ip', ['netns', 'del', ns]);

@@ -8,19 +8,17 @@
  * prints figures and asserts nothing. Needs root, nft and ip.
  *
  * Each size runs in a child process started inside the namespace (`ip netns exec`), so the
- * agent calls `nft` directly, as on a node, and RSS is the agent process's own.
+ * agent calls `nft` directly, as on a node, and RSS is the agent process's own. The children
+ * (bench/agent-child.ts) run bundled, as the image runs flowhint.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { benchAgent } from './bench-agent.ts';
+import { APP_NODE, bundle } from '../build/bundle.ts';
 import { deployedEnv, round, writePage } from './lib.ts';
-import { conntrackMax, measurePolls, rounded, runTable, type PollResult, type Reader } from './agent-conntrack.ts';
-// agent-api.ts loads @kubernetes/client-node: imported only where used, so the other children stay without it.
-import type { ApiResult, Cache } from './agent-api.ts';
-const apiSeries = () => import('./agent-api.ts');
+import { conntrackMax, rounded, runTable, type PollResult, type Reader } from './agent-conntrack.ts';
+import { runApiSeries, storedBytes, type ApiResult, type Cache } from './agent-api.ts';
+import { CHANGES, type SizeResult } from './agent-child.ts';
 
 const SIZES = (process.env.BENCH_SIZES ?? '100,1000,10000').split(',').map(Number);
-const CHANGES = Number(process.env.BENCH_CHANGES ?? 60);
 /** The conntrack series (`BENCH_CONNTRACK=0` skips it) and its Service counts. */
 const CONNTRACK = process.env.BENCH_CONNTRACK !== '0';
 const CT_SERVICES = [2, 1000];
@@ -28,92 +26,14 @@ const CT_SERVICES = [2, 1000];
 const API = process.env.BENCH_API !== '0';
 const API_SERVICES = Number(process.env.BENCH_API_SERVICES ?? 10000);
 
-function service(i: number, threshold?: number) {
-  const v4 = `10.${96 + Math.floor(i / 65536)}.${Math.floor(i / 256) % 256}.${i % 256}`;
-  const dual = i % 10 === 0;
-  // A quarter are ShortLived: their changes are timeout elements, their chains shared per timeout.
-  const hint = i % 4 === 1 ? 'ShortLived' : 'LongLived';
-  const annotations: Record<string, string> = { 'flowhint.dev/traffic-hint': hint };
-  if (threshold !== undefined && hint === 'LongLived')
-    annotations['flowhint.dev/offload-after-packets'] = String(threshold);
-  if (threshold !== undefined && hint === 'ShortLived')
-    annotations['flowhint.dev/conntrack-timeout'] = `${(threshold % 600) + 1}s`;
-  return {
-    apiVersion: 'v1',
-    kind: 'Service',
-    metadata: {
-      name: `svc-${i}`,
-      namespace: `ns-${i % 50}`,
-      annotations,
-      labels: { 'flowhint.dev/traffic-hint': hint },
-    },
-    spec: {
-      clusterIP: v4,
-      clusterIPs: dual ? [v4, `fd00:96::${i.toString(16)}`] : [v4],
-      ports: [
-        { name: 'http', port: 80, protocol: 'TCP' },
-        { name: 'grpc', port: 9090, protocol: 'TCP' },
-      ],
-    },
-  };
-}
-
-function pct(xs: number[], p: number): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] as number;
-}
-
-interface SizeResult {
-  size: number;
-  fullMs: number;
-  p50: number;
-  p99: number;
-  rssMiB: number;
-  /** Of which anonymous (RssAnon): RSS minus the node binary's and libraries' file-backed pages. */
-  anonMiB: number;
-}
-
-/** In the child, inside the namespace: program `size` Services, then change them one by one. */
-async function measureHere(size: number): Promise<SizeResult> {
-  const { agent, source } = await benchAgent();
-  source.sink!.events(
-    Array.from({ length: size }, (_, i) => ({
-      type: 'upsert' as const,
-      key: `ns-${i % 50}/svc-${i}`,
-      object: service(i),
-    })),
-  );
-  const t0 = performance.now();
-  const full = await agent.sync();
-  const fullMs = performance.now() - t0;
-  if (!full.ok) throw new Error(`full sync failed: ${full.error}`);
-  const lat: number[] = [];
-  for (let c = 0; c < CHANGES; c++) {
-    const i = (c * 7919) % size;
-    const started = performance.now();
-    source.sink!.events([{ type: 'upsert', key: `ns-${i % 50}/svc-${i}`, object: service(i, 100 + c) }]);
-    const r = await agent.sync();
-    lat.push(performance.now() - started);
-    if (!r.ok || r.kind !== 'partial') throw new Error(`change ${c}: ${r.kind} ${r.error ?? ''}`);
-  }
-  const rssMiB = process.memoryUsage().rss / 1048576;
-  const anonMiB = Number(/^RssAnon:\s+(\d+) kB/m.exec(readFileSync('/proc/self/status', 'utf8'))?.[1] ?? 0) / 1024;
-  await agent.stop();
-  return { size, fullMs, p50: pct(lat, 50), p99: pct(lat, 99), rssMiB, anonMiB };
-}
-
-function runSize(size: number): SizeResult {
+function runSize(size: number, measured: string): SizeResult {
   const ns = `fh-bench-${process.pid}-${size}`;
   execFileSync('ip', ['netns', 'add', ns]);
   try {
-    const r = spawnSync(
-      'ip',
-      ['netns', 'exec', ns, process.execPath, new URL(import.meta.url).pathname, '--child', String(size)],
-      {
-        encoding: 'utf8',
-        env: { ...process.env, NODE_OPTIONS: deployedEnv('agent.yaml', 'agent', 'NODE_OPTIONS') ?? '' },
-      },
-    );
+    const r = spawnSync('ip', ['netns', 'exec', ns, process.execPath, measured, '--child', String(size)], {
+      encoding: 'utf8',
+      env: { ...process.env, NODE_OPTIONS: deployedEnv('agent.yaml', 'agent', 'NODE_OPTIONS') ?? '' },
+    });
     if (r.status !== 0) throw new Error(`size ${size} failed: ${r.stderr}`);
     return JSON.parse(r.stdout.trim().split('\n').at(-1)!) as SizeResult;
   } finally {
@@ -121,20 +41,22 @@ function runSize(size: number): SizeResult {
   }
 }
 
-const arg = (i: number) => process.argv[2 + i] as string;
-if (arg(0) === '--child') {
-  process.stdout.write(`${JSON.stringify(await measureHere(Number(arg(1))))}\n`);
-} else if (arg(0) === '--api') {
-  await (await apiSeries()).serveApi(Number(arg(1)));
-} else if (arg(0) === '--api-agent') {
-  const { measureApi } = await apiSeries();
-  process.stdout.write(`${JSON.stringify(await measureApi(arg(1), Number(arg(2)), arg(3) as Cache))}\n`);
-} else if (arg(0) === '--polls') {
-  process.stdout.write(`${JSON.stringify(await measurePolls(Number(arg(1)), Number(arg(2)), arg(3) as Reader))}\n`);
-} else {
+/**
+ * The measured children (bench/agent-child.ts) bundled as the image's code is (build/bundle.ts):
+ * they load what the image's agent loads, the way it loads it (Node's type stripping and
+ * per-file modules would add tens of MiB of RSS).
+ */
+async function measuredChild(): Promise<string> {
+  const outdir = new URL('../.cache/bench-agent/', import.meta.url).pathname;
+  await bundle({ entries: ['bench/agent-child.ts'], outdir, node: APP_NODE });
+  return `${outdir}bench/agent-child.js`;
+}
+
+{
+  const measured = await measuredChild();
   const results: SizeResult[] = [];
   for (const size of SIZES) {
-    const r = runSize(size);
+    const r = runSize(size, measured);
     results.push(r);
     console.log(
       `${String(size).padStart(6)} Services: full sync ${round(r.fullMs, 1)} ms; apply one: p50 ${round(r.p50, 1)} ms, p99 ${round(r.p99, 1)} ms (${CHANGES} changes); agent RSS ${round(r.rssMiB, 1)} MiB (anonymous ${round(r.anonMiB, 1)})`,
@@ -150,7 +72,7 @@ if (arg(0) === '--child') {
   const tables = CONNTRACK ? [0, 100_000, conntrackMax()] : [];
   const series: Array<{ actual: number; results: PollResult[]; aloneMs: number }> = [];
   for (const target of tables) {
-    const t = runTable(target, CT_SERVICES);
+    const t = runTable(target, CT_SERVICES, measured);
     series.push(t);
     console.log(
       `conntrack ${String(t.actual).padStart(7)} entries: the same dump by conntrack alone (no agent): CPU ${round(t.aloneMs, 1)} ms`,
@@ -163,8 +85,7 @@ if (arg(0) === '--child') {
     }
   }
   // The API-server series: the informer's cache cut down (the agent's) beside kept whole.
-  const { runApiSeries, storedBytes } = await apiSeries();
-  const apiResults: ApiResult[] = API ? await runApiSeries(API_SERVICES) : [];
+  const apiResults: ApiResult[] = API ? await runApiSeries(API_SERVICES, measured) : [];
   for (const r of apiResults)
     console.log(
       `through the API server, ${r.services} Services, cache ${r.cache.padEnd(5)}: RSS ${round(r.rssMiB, 1)} MiB, peak ${round(r.peakMiB, 1)} MiB; ${r.programmed} programmed`,
@@ -215,8 +136,8 @@ if (arg(0) === '--child') {
       `The real agent in a scratch network namespace on this machine's kernel, with ${SIZES.join(', ')} hinted Services;`,
       `${CHANGES} changed Services applied one at a time at each size. Targets at ${big.size}: apply one p99 ≤ 50 ms,`,
       'full sync ≤ 2 s, RSS ≤ 120 MiB, p99 scaling vs the smallest size ≤ 1.5. Anchor: kube-proxy nftables mode, 141 ms to',
-      'add one Service beside 10k. The bench runs the TypeScript sources (Node strips the types as it loads them, which',
-      'the built image does not); the image itself is measured under runc by `npm run test:image`.',
+      'add one Service beside 10k. Each measured agent runs bench/agent.ts bundled as the image bundles flowhint',
+      "(build/bundle.ts: one minified file per command, no type stripping), with the DaemonSet's NODE_OPTIONS.",
     ].join('\n'),
     header: ['', ...results.map((r) => `${r.size} Services`)],
     rows: [
@@ -249,7 +170,8 @@ if (arg(0) === '--child') {
               heading: 'A busy conntrack table',
               method: [
                 'One conntrack poll (every 15 s in the agent) against a namespace whose table holds real UNREPLIED UDP entries,',
-                `${CT_SERVICES.join(' and ')} hinted Services programmed, 2,000 entries marked as flowhint marks its own. *filtered*: the`,
+                `${CT_SERVICES.join(' and ')} hinted Services programmed (and their live connections marked, once, before the polls), 2,000`,
+                'entries marked as flowhint marks its own. *filtered*: the',
                 "agent's reader (one `conntrack -L --mark 0x2000/0x2000`, streamed); *whole*: the reader it replaced (`conntrack -L`",
                 'read whole, every line parsed), in the same run. Peak RSS of the agent process; CPU per poll includes the conntrack',
                 'children. Targets: RSS at a full table within 10 MiB of an empty one [2 MiB]; CPU per poll at a full table ≤ 50 ms [10 ms].',

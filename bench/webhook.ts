@@ -5,10 +5,10 @@
  * each over HTTPS on loopback with the same body: a realistic CREATE of a hinted Service that
  * gets defaulted.
  *
- * - The webhook runs twice: as the image ships it (JavaScript compiled by `npm run build`)
+ * - The webhook runs twice: as the image ships it (the bundle `npm run build` makes)
  *   and from the TypeScript sources (Node's type stripping, as in development). The
- *   baselines run as JavaScript too, so none pays for type stripping that the shipped
- *   webhook does not.
+ *   baselines are bundled the same way (each into one file), so none pays for type
+ *   stripping or per-file loading that the shipped webhook does not.
  * - Throughput: rounds alternate (bare, fastify, webhook, webhook-ts, bare, …). This
  *   machine's own speed drifts by 2-4x within a minute, so each ratio is taken within a
  *   round, between neighbours seconds apart, and the median over rounds is reported.
@@ -23,7 +23,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generateCerts, writeBundle } from '../certs/generate.ts';
-import { buildDist, transpileFiles } from '../test/helpers/build.ts';
+import { buildDist, bundleFiles } from '../test/helpers/build.ts';
 import { median, round, rssMiB, startChild, startWebhookChild, stopChild, writePage } from './lib.ts';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 7);
@@ -108,8 +108,8 @@ try {
   const cert = join(dir, 'tls.crt');
   const key = join(dir, 'tls.key');
   const node = process.execPath;
-  const shipped = await buildDist();
-  const [bareJs, fastifyJs] = await transpileFiles(['bench/bare-server.ts', 'bench/fastify-server.ts'], BASELINES);
+  const { entry: shipped } = await buildDist();
+  const [bareJs, fastifyJs] = await bundleFiles(['bench/bare-server.ts', 'bench/fastify-server.ts'], BASELINES);
   const port = (l: string) => (/^\d+$/.test(l) ? l : undefined);
   const bare = await startChild(node, [bareJs!, cert, key], port, join(dir, 'bare.log'));
   const floor = await startChild(node, [fastifyJs!, cert, key], port, join(dir, 'fastify.log'));
@@ -188,7 +188,7 @@ try {
     command: 'npm run bench:webhook',
     method: [
       'Four servers answer the same AdmissionReview (a CREATE of a hinted Service that gets defaulted) over loopback HTTPS:',
-      'the shipped webhook (compiled JavaScript, deployed NODE_OPTIONS), the same from its TypeScript sources, a minimal',
+      'the shipped webhook (the bundle, deployed NODE_OPTIONS), the same from its TypeScript sources, a minimal',
       'fastify route (the framework floor) and a bare `node:https` server. Throughput: autocannon, 32 connections, the',
       `median over ${ROUNDS} rounds of ratios taken within a round; CPU per request with all four at ${CPU_RATE} req/s at once;`,
       'p99 at 1,000 req/s; RSS right after load. Targets: webhook / fastify throughput ≥ 0.6, p99 ≤ 1.5 × bare, RSS ≤ 1.15 × bare.',

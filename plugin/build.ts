@@ -5,41 +5,23 @@
  * turns into an installable tarball (`npm install -g kubectl-flowhint-VERSION.tgz`).
  * No checkout, no `npm ci`, no type stripping: plain JavaScript with its dependencies inside.
  */
-import { build } from 'esbuild';
 import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import { z } from 'zod';
+import { bundle, pkg, root } from '../build/bundle.ts';
 
-const root = (path: string) => fileURLToPath(new URL(`../${path}`, import.meta.url));
 const OUT = root('dist/plugin');
 /** The oldest Node the bundle runs on: Debian bookworm's. */
 const PLUGIN_NODE = '20';
 
-const pkg = z
-  .object({ version: z.string(), license: z.string() })
-  .parse(JSON.parse(readFileSync(root('package.json'), 'utf8')));
-
-/** Run before the bundle's own code: dependencies written as CommonJS call require() for Node's modules. */
-const BANNER = `import { createRequire as __flowhintRequire } from 'node:module';
-const require = __flowhintRequire(import.meta.url);`;
-
 rmSync(OUT, { recursive: true, force: true });
 mkdirSync(OUT, { recursive: true });
-await build({
-  entryPoints: [root('bin/kubectl-flowhint.ts')],
-  outfile: `${OUT}/kubectl-flowhint.mjs`,
-  bundle: true,
-  platform: 'node',
-  format: 'esm',
-  target: `node${PLUGIN_NODE}`,
-  // The version without a package.json beside it (lib/version.ts).
-  define: { FLOWHINT_BUNDLED_VERSION: JSON.stringify(pkg.version) },
+await bundle({
+  entries: ['bin/kubectl-flowhint.ts'],
+  outdir: OUT,
+  node: PLUGIN_NODE,
+  single: true,
   // client-node's HTTP client, undici 8, needs Node 22.19 (zstd, structured-clone marks);
   // undici 7 (the devDependency undici-7) has the same Agent, ProxyAgent and fetch on Node 20.
   alias: { undici: 'undici-7' },
-  banner: { js: BANNER },
-  legalComments: 'linked',
-  logLevel: 'warning',
 });
 writeFileSync(
   `${OUT}/package.json`,

@@ -6,7 +6,7 @@
  * `nf_conntrack_udp_timeout` raised keeps them. The first min(2,000, count) go to Services'
  * ClusterIPs (`serviceVip(i)`, UDP 53), so a mark rule can make them flowhint's.
  *
- * `node test/helpers/conntrack-fill.ts COUNT SERVICES` runs it where it is started
+ * `node test/helpers/conntrack-fill.ts --conntrack-fill COUNT SERVICES` runs it where it is started
  * (`ip netns exec NS ...`); `fillConntrackIn(ns, count, services)` does that.
  */
 import { execFileSync } from 'node:child_process';
@@ -42,12 +42,16 @@ export async function fill(count: number, services: number): Promise<void> {
   for (const s of socks) s.close();
 }
 
+const FILL = '--conntrack-fill';
+
 /** The namespace's table filled (see above), and the count it holds after. */
 export function fillConntrackIn(ns: string, count: number, services: number): number {
   const sh = (...a: string[]) => execFileSync('ip', ['netns', 'exec', ns, ...a], { encoding: 'utf8' });
   sh('sysctl', '-qw', 'net.netfilter.nf_conntrack_udp_timeout=3600');
-  sh(process.execPath, new URL(import.meta.url).pathname, String(count), String(services));
+  sh(process.execPath, new URL(import.meta.url).pathname, FILL, String(count), String(services));
   return Number(sh('conntrack', '-C').trim());
 }
 
-if (process.argv[1] === new URL(import.meta.url).pathname) await fill(Number(process.argv[2]), Number(process.argv[3]));
+// Run as a program only when asked by name: bench:agent bundles this module into its children.
+if (process.argv[1] === new URL(import.meta.url).pathname && process.argv[2] === FILL)
+  await fill(Number(process.argv[3]), Number(process.argv[4]));

@@ -7,7 +7,9 @@
  * only collects samples.
  *
  * usage: node bench/dataplane-report.ts SAMPLES [--svg FILE] [--markdown FILE] [key=value ...]
- *   SAMPLES: one line per measurement, `path workload mode value` (throughput, higher is better)
+ *   SAMPLES: one line per measurement, `path workload mode value` (throughput, higher is better),
+ *     or `path workload mode failed` for a measurement that failed (a transfer that did not
+ *     complete, a stalled CRR connection): never a lower sample; every ratio it enters is null
  *   --svg FILE: instructions per unit of work per mode and path (vega-lite)
  *   --markdown FILE: the tables and ratios as a page (docs/dataplane.md)
  *   key=value: extra figures for the JSON line
@@ -29,6 +31,18 @@ export function parseSamples(text: string): Samples {
     if (!path || !workload || !mode || extra !== undefined || !Number.isFinite(v) || v <= 0) continue;
     const k = sampleKey(path, workload, mode);
     out.set(k, [...(out.get(k) ?? []), v]);
+  }
+  return out;
+}
+
+/** The configurations (`path workload mode`) with a failed measurement, and how many failed. */
+export function parseFailures(text: string): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    const [path, workload, mode, value, extra] = line.trim().split(/\s+/);
+    if (!path || !workload || !mode || value !== 'failed' || extra !== undefined) continue;
+    const k = sampleKey(path, workload, mode);
+    out.set(k, (out.get(k) ?? 0) + 1);
   }
   return out;
 }
@@ -102,10 +116,19 @@ export function shareRemoved(s: Samples, path: string, workload: string, mode: s
   return (none - cost(workload, value(s, path, workload, mode))) / (none - floor);
 }
 
-export function report(s: Samples): { lines: string[]; json: Record<string, number | null> } {
+export function report(
+  s: Samples,
+  failed: ReadonlyMap<string, number> = new Map(),
+): { lines: string[]; json: Record<string, number | null> } {
   const lines: string[] = [];
   const json: Record<string, number | null> = {};
   for (const [key, path, workload, mode, basePath, base] of RATIOS) {
+    const broken = [sampleKey(path, workload, mode), sampleKey(basePath, workload, base)].filter((k) => failed.has(k));
+    if (broken.length > 0) {
+      json[key] = null;
+      lines.push(`${key.padEnd(38)} -   (failed measurements: ${broken.join(', ')})`);
+      continue;
+    }
     const r = value(s, path, workload, mode) / value(s, basePath, workload, base);
     json[key] = round4(r);
     const ca = cost(workload, value(s, path, workload, mode));
@@ -128,6 +151,10 @@ export function report(s: Samples): { lines: string[]; json: Record<string, numb
     }
   }
   json.max_repeat_spread = round4(Math.max(0, ...[...s.values()].map(spread)));
+  json.crr_max_repeat_spread = round4(
+    Math.max(0, ...[...s].filter(([k]) => k.split(' ')[1] === 'crr').map(([, xs]) => spread(xs))),
+  );
+  json.failed_samples = [...failed.values()].reduce((a, b) => a + b, 0);
   return { lines, json };
 }
 
@@ -269,9 +296,10 @@ if (import.meta.main) {
     );
     process.exit(2);
   }
-  const samples = parseSamples(readFileSync(file, 'utf8'));
+  const text = readFileSync(file, 'utf8');
+  const samples = parseSamples(text);
   for (const l of [...summary(samples, 'kpnft'), '', ...tables(samples)]) console.log(l);
-  const r = report(samples);
+  const r = report(samples, parseFailures(text));
   console.log('\nthroughput ratios (instructions per unit beside them):');
   for (const l of r.lines) console.log(l);
   const extra = Object.fromEntries(extras.map((e) => e.split('=')).map(([k, v]) => [k!, round4(Number(v))]));

@@ -5,6 +5,7 @@ import {
   cost,
   markdown,
   mean,
+  parseFailures,
   parseSamples,
   renderSvg,
   report,
@@ -25,6 +26,34 @@ t.test('parseSamples: path workload mode value; anything else is skipped', async
       ['kpnft tcp hinted', [150]],
     ],
   );
+});
+
+t.test('a failed measurement: counted, and every ratio it enters is null, never a lower sample', async (t) => {
+  const text = [
+    'kpnft crr none 3000',
+    'kpnft crr none 3010',
+    'kpnft crr hinted 2900',
+    'kpnft crr hinted failed',
+    'kpnft crr inherent 2990',
+    'kpnft crr unhinted 2980',
+    'kpnft crr unhinted failed extra',
+    'kpnft udp_pps none 40000',
+    'kpnft udp_pps hinted 45000',
+  ].join('\n');
+  const failed = parseFailures(text);
+  t.same([...failed], [['kpnft crr hinted', 1]], 'only a whole `path workload mode failed` line');
+  const r = report(parseSamples(text), failed);
+  t.equal(r.json.kpnft_crr_hinted_vs_none, null, 'hinted failed once: no ratio from its other sample');
+  t.equal(r.json.kpnft_crr_hinted_vs_inherent, null);
+  t.equal(r.json.kpnft_crr_unhinted_vs_inherent, 0.9967, '2,980 / 2,990: nothing failed there');
+  t.equal(r.json.kpnft_udp_pps_hinted_vs_none, 1.125);
+  t.equal(r.json.failed_samples, 1);
+  t.match(
+    r.lines.find((l) => l.startsWith('kpnft_crr_hinted_vs_none')),
+    /failed measurements: kpnft crr hinted/,
+  );
+  t.equal(r.json.crr_max_repeat_spread, Math.round((10 / 3005) * 10000) / 10000, 'the CRR repeats only');
+  t.equal(report(parseSamples(text)).json.failed_samples, 0, 'none given: none counted');
 });
 
 t.test('mean and spread: the spread is (max - min) / mean, 0 for one sample', async (t) => {

@@ -20,7 +20,8 @@ measure() {
   for w in "$@"; do
     for rep in 1 2; do
       local v=$(w_$w)
-      if [ -n "$v" ]; then echo "$label $w $m $v" >> $SAMPLES; else echo "# $label $m $w: no result"; fi
+      # A failed measurement is recorded as one: the report never folds it into a ratio.
+      if [ -n "$v" ]; then echo "$label $w $m $v" >> $SAMPLES; else echo "$label $w $m failed" >> $SAMPLES; echo "# $label $m $w: FAILED"; fi
       line="$line $w=$(printf '%.0f' "${v:-0}")"
     done
   done

@@ -143,7 +143,10 @@ mode_up() {
 w_tcp() { local p=5201; [ "$TARGET" = 10.96.0.10 ] && p=80; nsx $CLIENT timeout $((SECS * 20 + 60)) iperf3 -c $TARGET -p $p -t $SECS -J 2> /dev/null | jq -r 'select(.error == null) | .end.sum_received.bits_per_second / 1e6'; }
 w_udp_pps() { [ "$TARGET" = 10.96.0.10 ] && return 0; nsx $CLIENT timeout $((SECS * 20 + 60)) iperf3 -c $TARGET -p 5201 -u -l 64 -b 0 -t $SECS -J 2> /dev/null | jq -r 'select(.error == null) | (.end.sum.packets - .end.sum.lost_packets) / .end.sum.seconds'; }
 w_rr() { nsx $CLIENT timeout $((SECS * 20 + 60)) sockperf ping-pong --tcp -i $TARGET -p 11111 -t $SECS 2> /dev/null | sed -nE 's/.*\[Valid Duration\] RunTime=([0-9.]+) sec.*ReceivedMessages=([0-9]+).*/\2 \1/p' | awk '{ if ($2 > 0) printf "%.1f\n", $1 / $2 }'; }
-w_crr() { nsx $CLIENT timeout $((SECS * 20 + 90)) python3 test/kernel/icount/crr.py client $TARGET 7001 $SECS 2> /dev/null | sed -nE 's/.* ([0-9.]+) per second$/\1/p'; }
+# Nothing is printed for a sample with a failed or stalled connection (crr.py): a failure,
+# never a slower sample.
+crr_client() { nsx $CLIENT timeout $(($1 * 20 + 90)) python3 test/kernel/icount/crr.py client $TARGET 7001 $1; }
+w_crr() { crr_client $SECS 2> /dev/null | sed -nE 's/.*: [1-9][0-9]* connections whole, 0 failed, 0 stalled, ([0-9.]+) per second$/\1/p'; }
 
 # Offloaded connections to the measured Service right now (conntrack's [OFFLOAD] entries).
 offloaded_now() { nsx $NODE conntrack -L 2> /dev/null | grep '\[OFFLOAD\]' | grep -c "dst=$TARGET "; }

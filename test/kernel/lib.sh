@@ -15,9 +15,20 @@ DIR=/run/fh/services; STATE=/run/fh/state; LOGS=/tmp/fh-logs
 mkdir -p $DIR $STATE $LOGS
 FH="node bin/flowhint.ts"
 # One `agent --once`; its output goes to agent.log, and to CI's output when it fails.
+# Exit 139 is node itself killed by SIGSEGV, which V8's JIT does now and then under qemu's TCG
+# (once in CI, 2026-12-07: the first agent of 6.1's scenarios; docs/kube-proxy.md, "Kernels"):
+# that run is said, counted in SEGV_RUNS (printed by finish) and made once more; a second
+# crash in a row fails like any other exit.
+SEGV_RUNS=0
 agent_once() {
-  nsx $NODE $FH agent --services-dir $DIR --once --state-dir $STATE "$@" > $LOGS/once.log 2>&1; local rc=$?
-  cat $LOGS/once.log >> $LOGS/agent.log
+  local rc try
+  for try in 1 2; do
+    nsx $NODE $FH agent --services-dir $DIR --once --state-dir $STATE "$@" > $LOGS/once.log 2>&1; rc=$?
+    cat $LOGS/once.log >> $LOGS/agent.log
+    [ $rc -eq 139 ] && [ $try -eq 1 ] || break
+    SEGV_RUNS=$((SEGV_RUNS + 1))
+    echo "# agent --once: node died of SIGSEGV (exit 139; V8 under qemu TCG); running it once more"
+  done
   [ $rc -eq 0 ] || { echo "# agent --once exited $rc:"; tail -n 20 $LOGS/once.log | cut -c1-400 | sed 's/^/#   /'; }
   return $rc
 }
@@ -39,6 +50,7 @@ bulk() { local ns=$1 target=$2 secs=$3; shift 3; BULKLOG=$LOGS/iperf-$RANDOM.log
 
 # The closing lines: the plan and the plain "N passed, N failed" CI reads.
 finish() {
+  [ $SEGV_RUNS -eq 0 ] || echo "# node died of SIGSEGV in $SEGV_RUNS agent --once run(s), each run again (agent_once)"
   echo "1..$N"
   echo "$PASS passed, $FAIL failed"
   [ $FAIL -eq 0 ]

@@ -53,22 +53,61 @@ export function conntrackDestinations(conntrackOutput: string): Destination[] {
   return conntrackOutput.split('\n').flatMap((line) => conntrackLine(line) ?? []);
 }
 
-/** Counting entries into Services, by original destination (pure). */
+/** Which Services a counter counts and which of their entries (pure). */
+interface CounterKind {
+  /** The Services counted (0 included). */
+  readonly include: (e: ServiceEntry) => boolean;
+  /** The entries counted. */
+  readonly match: (d: Destination) => boolean;
+}
+
+/** Offloaded connections of LongLived Services. */
+const OFFLOADED: CounterKind = { include: offloads, match: (d) => d.offloaded };
+/** Conntrack entries of ShortLived Services. */
+const ENTRIES: CounterKind = { include: (e) => e.timeout !== undefined, match: () => true };
+
+/** A state's "address|proto|port" -> Service key, and the keys counted, for one kind. */
+interface ServiceIndex {
+  readonly keys: readonly string[];
+  readonly byDestination: ReadonlyMap<string, string>;
+}
+
+/**
+ * The indexes of each programmed state, built once per state rather than once per poll:
+ * states are persistent and never change (state/desired.ts), and at 10,000 Services the
+ * index is 40,000 entries. Held weakly, so a replaced state's go with it.
+ */
+const indexes = new WeakMap<DesiredState, Map<CounterKind, ServiceIndex>>();
+
+function serviceIndex(state: DesiredState, kind: CounterKind): ServiceIndex {
+  let perKind = indexes.get(state);
+  if (!perKind) indexes.set(state, (perKind = new Map<CounterKind, ServiceIndex>()));
+  let index = perKind.get(kind);
+  if (index) return index;
+  const keys: string[] = [];
+  const byDestination = new Map<string, string>();
+  for (const e of state.services.values()) {
+    if (!kind.include(e)) continue;
+    keys.push(e.key);
+    for (const v of e.vips) for (const p of e.ports) byDestination.set(`${addressKey(v)}|${p.proto}|${p.port}`, e.key);
+    for (const n of state.nodeAddresses)
+      for (const p of e.nodePorts) byDestination.set(`${addressKey(n)}|${p.proto}|${p.port}`, e.key);
+  }
+  index = { keys, byDestination };
+  perKind.set(kind, index);
+  return index;
+}
+
+/** Counting entries into Services, by original destination: fresh counts over a state's index. */
 export class ServiceCounter {
   readonly counts = new Map<string, number>();
-  private readonly index = new Map<string, string>();
+  private readonly index: ServiceIndex;
   private readonly match: (d: Destination) => boolean;
 
-  /** Counts for the Services `include` selects (0 included); `match` picks the entries counted. */
-  constructor(state: DesiredState, include: (e: ServiceEntry) => boolean, match: (d: Destination) => boolean) {
-    this.match = match;
-    for (const e of state.services.values()) {
-      if (!include(e)) continue;
-      this.counts.set(e.key, 0);
-      for (const v of e.vips) for (const p of e.ports) this.index.set(`${addressKey(v)}|${p.proto}|${p.port}`, e.key);
-      for (const n of state.nodeAddresses)
-        for (const p of e.nodePorts) this.index.set(`${addressKey(n)}|${p.proto}|${p.port}`, e.key);
-    }
+  constructor(state: DesiredState, kind: CounterKind) {
+    this.index = serviceIndex(state, kind);
+    this.match = kind.match;
+    for (const k of this.index.keys) this.counts.set(k, 0);
   }
 
   get empty(): boolean {
@@ -77,20 +116,15 @@ export class ServiceCounter {
 
   add(d: Destination): void {
     if (!this.match(d)) return;
-    const key = this.index.get(`${d.addr}|${d.proto}|${d.port}`);
+    const key = this.index.byDestination.get(`${d.addr}|${d.proto}|${d.port}`);
     if (key !== undefined) this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
   }
 }
 
 /** Offloaded connections of LongLived Services. */
-export const offloadedCounter = (state: DesiredState) => new ServiceCounter(state, offloads, (d) => d.offloaded);
+export const offloadedCounter = (state: DesiredState) => new ServiceCounter(state, OFFLOADED);
 /** Conntrack entries of ShortLived Services. */
-export const entriesCounter = (state: DesiredState) =>
-  new ServiceCounter(
-    state,
-    (e) => e.timeout !== undefined,
-    () => true,
-  );
+export const entriesCounter = (state: DesiredState) => new ServiceCounter(state, ENTRIES);
 
 /** LongLived Service key -> offloaded connections now. */
 export function countByService(state: DesiredState, dests: readonly Destination[]): Map<string, number> {

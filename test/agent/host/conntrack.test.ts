@@ -114,3 +114,31 @@ t.test('the configured bit; no dump when nothing is hinted; undefined when connt
   t.same(none && { offloaded: [...none.offloaded], entries: [...none.entries] }, { offloaded: [], entries: [] });
   t.equal(await readConntrackCounts(fakeConntrack({}, true).run, longOnly), undefined, 'conntrack failed');
 });
+
+t.test('every poll counts afresh, and each programmed state counts its own Services', async (t) => {
+  const { run } = fakeConntrack({ '0x2000/0x2000': lines.slice(0, 5) }, true);
+  const s = state();
+  const marks = { long: 0x2000, short: 0x1000 };
+  for (const poll of [1, 2, 3]) {
+    const c = await readConntrackCounts(run, s, marks);
+    t.same(
+      Object.fromEntries(c!.offloaded),
+      { 'default/web': 2, 'default/idle': 0 },
+      `poll ${poll}: not summed over polls`,
+    );
+    t.same(Object.fromEntries(c!.entries), { 'default/dns': 2 }, `poll ${poll}`);
+  }
+  // The same Services, web now ShortLived and dns gone: a new state, counted by its own Services.
+  const next = buildDesired(
+    [
+      entry({ name: 'web', hint: 'ShortLived', clusterIPs: ['10.96.0.10', 'fd00:96::10'], ports: [{ port: 80 }] }),
+      entry({ name: 'idle', clusterIPs: ['10.96.0.99'] }),
+    ],
+    [],
+  );
+  const c = await readConntrackCounts(run, next, marks);
+  t.same(Object.fromEntries(c!.offloaded), { 'default/idle': 0 });
+  t.same(Object.fromEntries(c!.entries), { 'default/web': 2 }, 'both TCP entries to port 80; the UDP ones no longer');
+  const again = await readConntrackCounts(run, s, marks);
+  t.same(Object.fromEntries(again!.entries), { 'default/dns': 2 }, 'the earlier state still counts as it did');
+});

@@ -46,9 +46,9 @@ check "ipvs: 40 TCP connections echo 100 kB each, whole" nsx $CLIENT node test/k
 check "ipvs: a UDP virtual service answers 200 datagrams on one flow, whole" nsx $CLIENT node test/kernel/traffic.ts udp-check $IPVS4 53 200
 check "ipvs: IPv6 virtual service, 10 TCP connections echo 100 kB each, whole" nsx $CLIENT node test/kernel/traffic.ts tcp-check $IPVS6 7000 10 100000
 check "ipvs: IPv6 UDP virtual service, 100 datagrams whole" nsx $CLIENT node test/kernel/traffic.ts udp-check $IPVS6 53 100
-nsx $CLIENT node test/kernel/traffic.ts udp $IPVS4 53 40 8 & U=$!; sleep 4
+udp_flow $CLIENT $IPVS4 53 40 8
 check "ipvs: no IPVS connection was offloaded" bash -c "! ip netns exec $NODE conntrack -L 2>/dev/null | grep -F '[OFFLOAD]' | grep -qE 'dst=($IPVS4|$IPVS6) '"
-wait $U
+check "ipvs: UDP past the threshold: every datagram answered" wait $U
 
 # Beside it, on the same node, the DNAT'd hinted Service still offloads.
 bulk $CLIENT 10.96.0.10 8 -p 80 -J; sleep 4

@@ -101,9 +101,9 @@ YAML
   check "kube-proxy $m: hinted ClusterIP: 20 connections echo 200 kB each, whole" nsx $CLIENT node test/kernel/traffic.ts tcp-check 10.96.5.10 7000 20 200000
   check "kube-proxy $m: hinted NodePort: 10 connections echo 200 kB each, whole" nsx $CLIENT node test/kernel/traffic.ts tcp-check 10.0.1.1 30570 10 200000
   check "kube-proxy $m: hinted UDP: 200 datagrams on one flow, whole" nsx $CLIENT node test/kernel/traffic.ts udp-check 10.96.5.10 53 200
-  nsx $CLIENT node test/kernel/traffic.ts udp 10.96.5.10 53 40 6 & local U=$!; sleep 4
-  check "kube-proxy $m: hinted UDP: offloaded" is_offloaded "dst=10.96.5.10" "dport=53"
-  wait $U
+  udp_flow $CLIENT 10.96.5.10 53 40 6
+  check "kube-proxy $m: hinted UDP: offloaded" eventually_offloaded "dst=10.96.5.10" "dport=53"
+  check "kube-proxy $m: hinted UDP: every datagram answered" wait $U
   check "kube-proxy $m: the masqueraded reply goes to the node's address (SNAT beside DNAT)" bash -c "ip netns exec $NODE conntrack -L -p tcp -d 10.96.5.10 2>/dev/null | grep -q 'src=10.0.2.2 dst=10.0.2.1 '"
 
   # Unhinted, beside it: never offloaded, and still served.

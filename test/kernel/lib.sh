@@ -36,6 +36,17 @@ status_json() { nsx $NODE $FH status --json --state-dir $STATE; }
 offloaded() { nsx $NODE conntrack -L 2>/dev/null | grep '\[OFFLOAD\]' | grep -- "$1" | grep -c -- "$2"; }
 is_offloaded() { [ "$(offloaded "$1" "$2")" -gt 0 ]; }
 not_offloaded() { [ "$(offloaded "$1" "$2")" -eq 0 ]; }
+# Offloaded within 5 s: polled, never a fixed sleep (a VM sharing the host starts node late).
+eventually_offloaded() { for _ in $(seq 25); do is_offloaded "$1" "$2" && return 0; sleep 0.2; done; return 1; }
+# One UDP flow from $1 to $2 port $3 in the background ($4 round trips, then one datagram a
+# second for $5 s; `traffic.ts udp`), returning once its round trips are done (or it ended,
+# or 120 s passed); sets U. `wait $U` fails unless every datagram was answered.
+udp_flow() {
+  local done=$LOGS/udp-$RANDOM.done
+  nsx $1 node test/kernel/traffic.ts udp $2 $3 $4 $5 $done & U=$!
+  for _ in $(seq 600); do [ -e $done ] && return 0; kill -0 $U 2>/dev/null || return 1; sleep 0.2; done
+  return 1
+}
 # The status file, as `flowhint status --json` shows it minus the live conntrack counts.
 state_json() { cat $STATE/status.json; }
 # Until the agent with pid $1 has written its status after a sync.

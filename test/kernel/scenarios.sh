@@ -62,9 +62,9 @@ bulk $CLIENT 10.96.0.40 6 -p 80; sleep 4
 check "invalid hint: not programmed, not offloaded" not_offloaded "dst=10.96.0.40" "dport=80"
 wait $BULK
 
-nsx $CLIENT node test/kernel/traffic.ts udp 10.96.0.10 53 40 8 & U=$!; sleep 6
-check "UDP: flow offloaded" is_offloaded "dst=10.96.0.10" "dport=53"
-wait $U
+udp_flow $CLIENT 10.96.0.10 53 40 8
+check "UDP: flow offloaded" eventually_offloaded "dst=10.96.0.10" "dport=53"
+check "UDP: every datagram answered" wait $U
 
 bulk $CLIENT fd00:96::10 8 -p 80; sleep 4
 check "IPv6 (dual-stack Service): offloaded" is_offloaded "dst=fd00:96::10" "dport=80"

@@ -4,8 +4,10 @@
  *   node traffic.ts tcp HOST PORT N1 N2 DIR          N1 round trips, write DIR/phase1, wait for
  *                                                    DIR/go, N2 more, write DIR/phase2, hold open;
  *                                                    each phase file holds the bytes echoed so far
- *   node traffic.ts udp HOST PORT N HOLD_S           N datagram round trips, then keep sending one
- *                                                    a second for HOLD_S seconds
+ *   node traffic.ts udp HOST PORT N HOLD_S [DONE]    N datagram round trips (then writes DONE if
+ *                                                    given), then keep sending one a second for
+ *                                                    HOLD_S seconds; fails unless every datagram
+ *                                                    was answered
  *   node traffic.ts tcp-check HOST PORT N BYTES      N connections (4 at a time), each sends BYTES
  *                                                    random bytes and must get exactly them back
  *   node traffic.ts udp-check HOST PORT N            N datagrams on one socket, each with its own
@@ -141,23 +143,39 @@ if (mode === 'server') {
   writeFileSync(`${dir}/phase2`, `${back}\n`);
   await sleep(120_000);
 } else if (mode === 'udp') {
-  const [host, port, n, hold] = [a!, Number(b), Number(c), Number(d)];
+  const [host, port, n, hold, done] = [a!, Number(b), Number(c), Number(d), e];
   const u = createSocket({ type: host.includes(':') ? 'udp6' : 'udp4' });
   let pending: (() => void) | undefined;
-  u.on('message', () => pending?.());
+  let [sent, answered] = [0, 0];
+  u.on('message', () => {
+    answered += 1;
+    pending?.();
+  });
+  // A refused datagram (ICMP port unreachable on a connected socket) is one not answered.
+  u.on('error', () => {});
   u.connect(port, host);
   await new Promise((r) => u.once('connect', r));
+  const send = () => {
+    sent += 1;
+    u.send('x');
+  };
   for (let i = 0; i < n; i++)
     await new Promise<void>((r) => {
       pending = r;
-      u.send('x');
+      send();
       setTimeout(r, 500);
     });
+  pending = undefined;
+  if (done) writeFileSync(done, `${answered}\n`);
   for (let i = 0; i < hold; i++) {
-    u.send('x');
+    send();
     await sleep(1000);
   }
+  // Late answers still count: every datagram must come back.
+  for (let w = 0; w < 20 && answered < sent; w++) await sleep(100);
   u.close();
+  console.log(`udp ${host}:${port}: sent ${sent} answered ${answered}`);
+  process.exit(answered === sent ? 0 : 1);
 } else if (mode === 'tcp-check') {
   const [host, port, n, bytes] = [a!, Number(b), Number(c), Number(d)];
   /** One connection: send `bytes` random bytes, read until as many came back or 20 s passed. */

@@ -47,18 +47,27 @@ export interface RenderOptions {
   readonly shortMark?: number;
 }
 
-/** Which hints are in use: what decides the table's base chains and flowtable. */
+/** Which hints are in use: what decides the table's base chains, their rules and the flowtable. */
 export interface Shape {
   readonly long: boolean;
   readonly short: boolean;
+  /**
+   * The lowest LongLived threshold in use (0 when none): `classify` sends a LongLived
+   * connection to `hinted` only past it, since no offload rule can match before (each is
+   * `ct packets > its threshold`). A short connection's packets then meet one rule, not the
+   * address map and its port rules (issue 35: the per-connection cost).
+   */
+  readonly floor: number;
 }
 
 export function shapeOf(state: DesiredState): Shape {
-  return { long: state.chains.size > 0, short: state.shortChains.size > 0 };
+  let floor = Infinity;
+  for (const c of state.chains.values()) for (const r of c.rules) floor = Math.min(floor, r.threshold);
+  return { long: state.chains.size > 0, short: state.shortChains.size > 0, floor: floor === Infinity ? 0 : floor };
 }
 
 export function sameShape(a: Shape, b: Shape): boolean {
-  return a.long === b.long && a.short === b.short;
+  return a.long === b.long && a.short === b.short && a.floor === b.floor;
 }
 
 /**

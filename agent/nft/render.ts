@@ -13,8 +13,8 @@
  *   kube-proxy's DNAT), which established packets never meet; a hinted connection gets
  *   flowhint's conntrack mark bit (so the agent reads its own connections from one
  *   kernel-filtered dump), a ShortLived one also the ShortLived bit and its timeout policy;
- * - one mark test per forwarded packet (`classify`: the flowhint bit without the ShortLived
- *   bit); LongLived connections go on to `hinted`,
+ * - one rule per forwarded packet (`classify`: the flowhint bit without the ShortLived
+ *   bit); LongLived connections go on to `hinted` once past the lowest threshold in use,
  *   which matches the conntrack original tuple of DNAT'd connections only (`ct status dnat`:
  *   IPVS connections must never be offloaded);
  * - only what the hints in use need: no hint, no base chain and no flowtable;
@@ -166,8 +166,11 @@ function fixedChains(shape: Shape, o: RenderOptions): Array<{ name: string; base
           {
             name: BASE_CHAIN,
             base: { type: 'filter' as const, hook: 'forward', priority: 10 },
-            // LongLived connections only (flowhint bit set, ShortLived bit not): still one test.
-            rules: [`ct mark & ${both} == ${bit} goto ${HINTED_CHAIN}`],
+            // LongLived connections only (flowhint bit set, ShortLived bit not), and only past
+            // the lowest threshold in use (Shape.floor): still one rule for every packet before.
+            rules: [
+              `ct mark & ${both} == ${bit}${shape.floor > 0 ? ` ct packets > ${int(shape.floor, 0, 1_000_000)}` : ''} goto ${HINTED_CHAIN}`,
+            ],
           },
         ]
       : []),
@@ -176,10 +179,15 @@ function fixedChains(shape: Shape, o: RenderOptions): Array<{ name: string; base
           {
             name: NEW_PRE,
             base: nat('prerouting'),
+            // Every new connection on the node meets these: only the lookups a hint in use needs.
             rules: [
-              `${TUPLE.ip} @${LONG_SET.ip} ct mark set ct mark | ${bit}`,
-              `${TUPLE.ip6} @${LONG_SET.ip6} ct mark set ct mark | ${bit}`,
-              ...short,
+              ...(shape.long
+                ? [
+                    `${TUPLE.ip} @${LONG_SET.ip} ct mark set ct mark | ${bit}`,
+                    `${TUPLE.ip6} @${LONG_SET.ip6} ct mark set ct mark | ${bit}`,
+                  ]
+                : []),
+              ...(shape.short ? short : []),
             ],
           },
         ]

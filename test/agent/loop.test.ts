@@ -408,3 +408,35 @@ t.test('a hint added is applied to live connections: their mark is set after the
   t.equal(updates().length, again, 'a restart over the table it left marks nothing: its rules marked them');
   await restarted.agent.stop();
 });
+
+t.test(
+  'classify sends LongLived packets to `hinted` only past the lowest threshold in use, kept so as Services come and go',
+  async (t) => {
+    const nft = new FakeNft();
+    const source = new TestSource([service(B)]);
+    const { agent } = makeAgent(nft, source);
+    await agent.prepare();
+    // Written from the inputs: the default mark bits (0x2000, ShortLived 0x1000) and thresholds.
+    const classify = () => nft.table?.chains.get('classify')?.rules;
+    const past = (n: number) => [`ct mark & 12288 == 8192 ct packets > ${n} goto hinted`];
+    t.ok((await agent.sync()).ok);
+    t.same(classify(), past(500), 'B alone: its threshold, 500');
+    source.upsert(service(A));
+    const lower = await agent.sync();
+    t.ok(lower.ok, lower.error ?? 'ok');
+    t.equal(lower.kind, 'full', 'a new lowest threshold rewrites the base chain: a full sync');
+    t.same(classify(), past(20), "A's default threshold, 20, is lower");
+    t.same(offloads(nft.table), expected([A, B]));
+    source.upsert(service({ name: 'c', addr: '10.96.0.12', ports: [{ port: 80, threshold: 100 }] }));
+    const same = await agent.sync();
+    t.equal(same.kind, 'partial', 'a threshold above the lowest changes nothing in classify');
+    t.same(classify(), past(20));
+    source.remove('a');
+    t.equal((await agent.sync()).kind, 'full');
+    t.same(classify(), past(100), 'A gone: the lowest left is c, 100');
+    source.upsert(service({ name: 'd', addr: '10.96.0.13', ports: [{ port: 80, threshold: 0 }] }));
+    t.ok((await agent.sync()).ok);
+    t.same(classify(), ['ct mark & 12288 == 8192 goto hinted'], 'a threshold of 0: every packet of theirs goes on');
+    await agent.stop();
+  },
+);

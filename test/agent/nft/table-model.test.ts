@@ -49,8 +49,8 @@ t.test('parseListing: the model of a real listing', async (t) => {
   t.same(r.ctTimeouts.size, 4);
   t.same(
     r.chains.get('classify'),
-    { base: { hook: 'forward', priority: 10 }, rules: ['ct mark & 12288 == 8192 goto hinted'] },
-    'one mark test per forwarded packet',
+    { base: { hook: 'forward', priority: 10 }, rules: ['ct mark & 12288 == 8192 ct packets > 20 goto hinted'] },
+    'one rule per forwarded packet: the mark, then the lowest threshold in use',
   );
   t.same(r.chains.get('hinted'), {
     rules: [
@@ -177,7 +177,7 @@ t.test('content differences are named', async (t) => {
   );
   t.match(
     diffOf((o) => rules(o).forEach((s) => s.match?.right === 8192 && (s.match.right = 8193))),
-    [/chain classify has rules \[ct mark & 12288 == 8193 goto hinted\]/],
+    [/chain classify has rules \[ct mark & 12288 == 8193 ct packets > 20 goto hinted\]/],
     'a changed mark test',
   );
   t.match(

@@ -142,3 +142,25 @@ t.test('every poll counts afresh, and each programmed state counts its own Servi
   const again = await readConntrackCounts(run, s, marks);
   t.same(Object.fromEntries(again!.entries), { 'default/dns': 2 }, 'the earlier state still counts as it did');
 });
+
+t.test("a NodePort's connections count by the node's address and the node port", async (t) => {
+  const np = buildDesired(
+    [entry({ name: 'np', type: 'NodePort', clusterIPs: ['10.96.0.10'], ports: [{ port: 80, nodePort: 30080 }] })],
+    [parseAddress('10.0.1.1')!],
+  );
+  const line = (dst: string, dport: number) =>
+    `tcp      6 src=10.0.9.9 dst=${dst} sport=40000 dport=${dport} src=10.0.2.2 dst=10.0.9.9 sport=80 dport=40000 [OFFLOAD] mark=8192 use=2`;
+  const { run } = fakeConntrack(
+    {
+      '0x2000/0x2000': [
+        line('10.0.1.1', 30080),
+        line('10.0.1.1', 30081),
+        line('10.0.1.2', 30080),
+        line('10.96.0.10', 80),
+      ],
+    },
+    true,
+  );
+  const c = await readConntrackCounts(run, np, { long: 0x2000, short: 0x1000 });
+  t.same(Object.fromEntries(c!.offloaded), { 'default/np': 2 }, 'the node port on the node address, and the ClusterIP');
+});

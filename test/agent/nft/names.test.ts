@@ -1,0 +1,54 @@
+/**
+ * The table's shape (agent/nft/names.ts): which hints are in use and the lowest LongLived
+ * threshold, what decides the base chains and their rules; a different shape is a full sync.
+ */
+import t from 'tap';
+import { sameShape, shapeOf } from '../../../agent/nft/names.ts';
+import { buildDesired } from '../../../agent/state/desired.ts';
+import { entry } from '../../helpers/agent.ts';
+
+const state = (...specs: Parameters<typeof entry>[0][]) =>
+  buildDesired(
+    specs.map((s) => entry(s)),
+    [],
+  );
+
+t.test('shape: the hints in use and the lowest LongLived threshold', async (t) => {
+  t.same(shapeOf(buildDesired([], [])), { long: false, short: false, floor: 0 }, 'nothing hinted: floor 0');
+  t.same(shapeOf(state({ name: 's', hint: 'ShortLived', clusterIPs: ['10.96.0.1'] })), {
+    long: false,
+    short: true,
+    floor: 0,
+  });
+  t.same(
+    shapeOf(
+      state(
+        { name: 'a', clusterIPs: ['10.96.0.1'], threshold: '500' },
+        { name: 'b', clusterIPs: ['10.96.0.2'], threshold: '64' },
+        { name: 's', hint: 'ShortLived', clusterIPs: ['10.96.0.3'] },
+      ),
+    ),
+    { long: true, short: true, floor: 64 },
+    'the lowest of the LongLived ports; ShortLived ones have none',
+  );
+});
+
+t.test('sameShape: any difference, the floor included', async (t) => {
+  const s = { long: true, short: false, floor: 20 };
+  t.ok(sameShape(s, { ...s }));
+  t.notOk(sameShape(s, { ...s, long: false }), 'long');
+  t.notOk(sameShape(s, { ...s, short: true }), 'short');
+  t.notOk(sameShape(s, { ...s, floor: 5 }), 'floor');
+  // The first LongLived Service, with a threshold of 0: the floor stays 0, the shape changes.
+  t.notOk(
+    sameShape(
+      shapeOf(state({ name: 's', hint: 'ShortLived', clusterIPs: ['10.96.0.1'] })),
+      shapeOf(
+        state(
+          { name: 's', hint: 'ShortLived', clusterIPs: ['10.96.0.1'] },
+          { name: 'a', clusterIPs: ['10.96.0.2'], threshold: '0' },
+        ),
+      ),
+    ),
+  );
+});

@@ -138,11 +138,12 @@ export async function measurePolls(entries: number, services: number, reader: Re
   // collected by V8's background threads, whose CPU process.cpuUsage counts; both are the
   // sync's cost, not a poll's (measured at 1,000 Services: 10-25 ms on each of the first
   // polls straight after the sync, 1-2 ms once it settled). One untimed poll, a second's rest.
-  await (reader === 'whole' ? wholeDump : filtered)(run, state);
+  const poll = reader === 'whole' ? wholeDump : filtered;
+  await poll(run, state);
   await new Promise((r) => setTimeout(r, 1000));
   const c0 = cpuMs();
   let counted = 0;
-  for (let p = 0; p < POLLS; p++) counted = await (reader === 'whole' ? wholeDump : filtered)(run, state);
+  for (let p = 0; p < POLLS; p++) counted = await poll(run, state);
   const cpuMsPerPoll = (cpuMs() - c0) / POLLS;
   const rssPeakMiB = process.resourceUsage().maxRSS / 1024;
   await agent.stop({ cleanup: true });

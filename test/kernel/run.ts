@@ -12,6 +12,7 @@
  * it fails loudly: this suite never skips and reports success.
  */
 import { ensureKernel, HarnessError, parseKernels, type KernelId } from './kernels.ts';
+import { diedAtStart, failureDigest, withWallTime } from './run-report.ts';
 import { CACHE, ensureInitrd, runInVm } from './vm.ts';
 
 const scripts = process.argv[2] ? [process.argv[2]] : ['test/kernel/scenarios.sh', 'test/kernel/icount/gate.sh'];
@@ -25,7 +26,7 @@ async function runOne(
   script: string,
   kernel: KernelId,
   say: Say,
-): Promise<{ code: number; passed: number; failed: number; json?: string | undefined; secs: number }> {
+): Promise<{ code: number; passed: number; failed: number; json?: string | undefined; secs: number; tail?: string }> {
   const started = Date.now();
   const secs = () => Math.round((Date.now() - started) / 1000);
   try {
@@ -46,23 +47,24 @@ async function runOne(
     const passed = Number(counts?.[1] ?? 0);
     const failed = Number(counts?.[2] ?? 0);
     const where = `kernel ${kernel}: ${script}`;
+    const tail = failureDigest(r.output);
     if (r.timedOut) {
       say.err(`\ntest:kernel: FAILED: ${where}: the VM timed out after ${secs()}s\n`);
-      return { code: 1, passed, failed: failed + 1, json, secs: secs() };
+      return { code: 1, passed, failed: failed + 1, json, secs: secs(), tail };
     }
     if (!/FLOWHINT_EXIT=\d+/.test(r.output)) {
       say.err(
         `\ntest:kernel: FAILED: ${where}: the VM stopped without reporting an exit status (boot failure?) after ${secs()}s\n`,
       );
-      return { code: 1, passed, failed: failed + 1, json, secs: secs() };
+      return { code: 1, passed, failed: failed + 1, json, secs: secs(), tail };
     }
     say.out(`\ntest:kernel: ${where} exited ${r.code} in ${secs()}s\n`);
-    return { code: r.code, passed, failed: r.code !== 0 && failed === 0 ? 1 : failed, json, secs: secs() };
+    const f = r.code !== 0 && failed === 0 ? 1 : failed;
+    return { code: r.code, passed, failed: f, json, secs: secs(), ...(f > 0 ? { tail } : {}) };
   } catch (err) {
-    say.err(
-      `test:kernel: FAILED: kernel ${kernel}: ${script}: ${err instanceof HarnessError ? err.message : String(err)}\n`,
-    );
-    return { code: 1, passed: 0, failed: 1, secs: secs() };
+    const why = `test:kernel: FAILED: kernel ${kernel}: ${script}: ${err instanceof HarnessError ? err.message : String(err)}\n`;
+    say.err(why);
+    return { code: 1, passed: 0, failed: 1, secs: secs(), tail: why };
   }
 }
 
@@ -92,6 +94,7 @@ const jobs = kernels.flatMap((kernel) =>
 // Two VMs at a time (KERNEL_JOBS): the machine's two cores; a scenario suite is mostly waiting.
 const width = Math.max(1, Math.min(Number(process.env.KERNEL_JOBS ?? 2) || 1, jobs.length));
 const results: Array<Awaited<ReturnType<typeof runOne>> & { kernel: KernelId; script: string }> = [];
+const retried: typeof results = [];
 let next = 0;
 const worker = async () => {
   while (next < jobs.length) {
@@ -102,7 +105,15 @@ const worker = async () => {
         ? { out: (t) => process.stdout.write(t), err: (t) => process.stderr.write(t) }
         : { out: (t) => held.push(t), err: (t) => held.push(t) };
     if (width > 1) console.log(`test:kernel: kernel ${job.kernel}: ${job.script} started`);
-    const r = await runOne(job.script, job.kernel, say);
+    let r = await runOne(job.script, job.kernel, say);
+    if (diedAtStart(r)) {
+      // Once, and said: its digest is printed at the end with the rest (run-report.ts).
+      retried.push({ ...r, ...job });
+      say.out(
+        `\ntest:kernel: kernel ${job.kernel}: ${job.script} ended after ${r.secs}s before any check passed; running it once more\n`,
+      );
+      r = await runOne(job.script, job.kernel, say);
+    }
     if (held.length > 0) process.stdout.write(`\n===== kernel ${job.kernel}: ${job.script} =====\n${held.join('')}\n`);
     results.push({ ...r, ...job });
   }
@@ -122,11 +133,21 @@ for (const kernel of kernels) {
   failed += kf;
   for (const r of mine) {
     if (r.code !== 0) code = r.code;
-    json = r.json ?? json;
+    json = (r.json && jobs.length === 1 ? withWallTime(r.json, r.secs) : r.json) ?? json;
   }
   const times = mine.map((r) => `${r.script.replace(/^.*\//, '')} ${r.secs}s`).join(', ');
   perKernel.push(`kernel ${kernel}: ${kp} passed, ${kf} failed (${times})`);
 }
+// A failed run again, after every console (run-report.ts): CI keeps only the tail.
+for (const r of retried)
+  console.log(
+    `\n===== RETRIED: kernel ${r.kernel}: ${r.script} died at its start (${r.secs}s); that first run's last lines =====\n${r.tail ?? ''}\n=====`,
+  );
+for (const r of results)
+  if (r.tail !== undefined && (r.code !== 0 || r.failed > 0))
+    console.log(
+      `\n===== FAILED: kernel ${r.kernel}: ${r.script}: its failed checks and last lines =====\n${r.tail}\n=====`,
+    );
 // A benchmark's result is its last JSON line; repeat it, then the counts per kernel and over every script.
 if (json) console.log(json);
 for (const line of perKernel) console.log(line);

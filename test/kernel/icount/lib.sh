@@ -101,15 +101,18 @@ metadata: {name: $1, namespace: demo, annotations: {${3:+flowhint.dev/traffic-hi
 spec: {type: ClusterIP, clusterIP: $2, clusterIPs: [$2], ports: $ports}
 YAML
 }
-# $1 how many more hinted Services in flowhint's maps (10.112.x.y; kube-proxy has no rules for them).
+# $1 how many more hinted Services in flowhint's maps (10.112.x.y; kube-proxy has no rules for
+# them). Written once per size and copied: a mode change needs the same manifests again.
 many() {
-  local n=$1 i=0 f=$DIR/many.yaml
-  : > $f
-  while [ $i -lt $n ]; do
-    printf -- '---\napiVersion: v1\nkind: Service\nmetadata: {name: m%d, namespace: many, annotations: {flowhint.dev/traffic-hint: LongLived}}\nspec: {type: ClusterIP, clusterIP: 10.112.%d.%d, clusterIPs: [10.112.%d.%d], ports: [{port: 80, protocol: TCP}, {port: 53, protocol: UDP}]}\n' \
-      $i $((i / 250)) $((i % 250 + 1)) $((i / 250)) $((i % 250 + 1)) >> $f
-    i=$((i + 1))
-  done
+  local n=$1 i=0 f=/tmp/icount/many-$1.yaml
+  if [ ! -f $f ]; then
+    while [ $i -lt $n ]; do
+      printf -- '---\napiVersion: v1\nkind: Service\nmetadata: {name: m%d, namespace: many, annotations: {flowhint.dev/traffic-hint: LongLived}}\nspec: {type: ClusterIP, clusterIP: 10.112.%d.%d, clusterIPs: [10.112.%d.%d], ports: [{port: 80, protocol: TCP}, {port: 53, protocol: UDP}]}\n' \
+        $i $((i / 250)) $((i % 250 + 1)) $((i / 250)) $((i % 250 + 1))
+      i=$((i + 1))
+    done > $f.tmp && mv $f.tmp $f
+  fi
+  cp $f $DIR/many.yaml
 }
 
 # Back to the node as it was without flowhint, including conntrack accounting (off by
@@ -143,10 +146,18 @@ mode_up() {
 w_tcp() { local p=5201; [ "$TARGET" = 10.96.0.10 ] && p=80; nsx $CLIENT timeout $((SECS * 20 + 60)) iperf3 -c $TARGET -p $p -t $SECS -J 2> /dev/null | jq -r 'select(.error == null) | .end.sum_received.bits_per_second / 1e6'; }
 w_udp_pps() { [ "$TARGET" = 10.96.0.10 ] && return 0; nsx $CLIENT timeout $((SECS * 20 + 60)) iperf3 -c $TARGET -p 5201 -u -l 64 -b 0 -t $SECS -J 2> /dev/null | jq -r 'select(.error == null) | (.end.sum.packets - .end.sum.lost_packets) / .end.sum.seconds'; }
 w_rr() { nsx $CLIENT timeout $((SECS * 20 + 60)) sockperf ping-pong --tcp -i $TARGET -p 11111 -t $SECS 2> /dev/null | sed -nE 's/.*\[Valid Duration\] RunTime=([0-9.]+) sec.*ReceivedMessages=([0-9]+).*/\2 \1/p' | awk '{ if ($2 > 0) printf "%.1f\n", $1 / $2 }'; }
-# Nothing is printed for a sample with a failed or stalled connection (crr.py): a failure,
-# never a slower sample.
+# Connections per busy second (crr.py: guest time the vCPU was idle is not work). Nothing is
+# printed for a sample with a failed connection or any TCP segment retransmitted in the
+# client's or the server's namespace: a failure, never a slower sample.
 crr_client() { nsx $CLIENT timeout $(($1 * 20 + 90)) python3 test/kernel/icount/crr.py client $TARGET 7001 $1; }
-w_crr() { crr_client $SECS 2> /dev/null | sed -nE 's/.*: [1-9][0-9]* connections whole, 0 failed, 0 stalled, ([0-9.]+) per second$/\1/p'; }
+retrans() { nsx $1 awk '$1 == "Tcp:" && $2 ~ /^[0-9]+$/ { print $13 }' /proc/net/snmp; }
+w_crr() {
+  local c0 s0 out
+  c0=$(retrans $CLIENT); s0=$(retrans $SERVER)
+  out=$(crr_client $SECS 2> /dev/null)
+  [ "$(retrans $CLIENT)" = "$c0" ] && [ "$(retrans $SERVER)" = "$s0" ] || return 0
+  sed -nE 's/.*: [1-9][0-9]* connections whole, 0 failed, [0-9]+ stalled, [0-9.]+ per second, ([0-9.]+) per busy second .*/\1/p' <<<"$out"
+}
 
 # Offloaded connections to the measured Service right now (conntrack's [OFFLOAD] entries).
 offloaded_now() { nsx $NODE conntrack -L 2> /dev/null | grep '\[OFFLOAD\]' | grep -c "dst=$TARGET "; }

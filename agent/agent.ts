@@ -28,7 +28,7 @@ import { Refusals, type Refusal } from './state/refusals.ts';
 import { NftError, type Nft } from './nft/nft.ts';
 import { Programmer } from './nft/programmer.ts';
 import { DEFAULT_CT_MARK, DEFAULT_SHORT_MARK, sameShape, shapeOf } from './nft/names.ts';
-import { FAMILY, TABLE } from './nft/transaction.ts';
+import { FAMILIES, TABLE } from './nft/transaction.ts';
 import type { DeviceFilter } from './host/devices.ts';
 import { HostPoll } from './host/host-poll.ts';
 import { NodeSupport } from './host/node-support.ts';
@@ -222,7 +222,7 @@ export class Agent {
     await this.programmer
       .remove()
       .catch((err: unknown) => this.log.warn({ err: errorMessage(err) }, 'cleanup: delete table failed'));
-    this.log.info({ table: `${FAMILY} ${TABLE}` }, 'table removed (--cleanup-on-exit)');
+    this.log.info({ tables: FAMILIES.map((f) => `${f} ${TABLE}`) }, 'tables removed (--cleanup-on-exit)');
     this.log.info(
       { detail: await restoreAccounting(this.o.run, this.o.stateDir) },
       'conntrack accounting after cleanup',

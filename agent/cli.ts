@@ -183,10 +183,10 @@ export async function cleanupCommand(argv: string[]): Promise<number> {
   const run = netnsRunner(f.netns);
   const nft = makeNft(run);
   if ((await nft.read()) === undefined) {
-    process.stderr.write('flowhint: table inet flowhint does not exist; nothing to clean up\n');
+    process.stderr.write('flowhint: no table flowhint (inet, ip, ip6) exists; nothing to clean up\n');
   } else {
     await nft.apply(DELETE_TABLE);
-    process.stderr.write('flowhint: deleted table inet flowhint\n');
+    process.stderr.write('flowhint: deleted the tables inet, ip and ip6 flowhint\n');
   }
   process.stderr.write(`flowhint: ${await restoreAccounting(run, f['state-dir'])}\n`);
   return 0;

@@ -19,7 +19,7 @@ const COMMANDS: Commands = {
     load: async () => (await import('../agent/report/status-command.ts')).statusCommand,
   },
   cleanup: {
-    summary: 'delete the table inet flowhint',
+    summary: 'delete the tables inet, ip and ip6 flowhint',
     load: async () => (await import('../agent/cli.ts')).cleanupCommand,
   },
   ...CLIENT_COMMANDS,

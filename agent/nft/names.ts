@@ -1,5 +1,6 @@
 /**
- * The ruleset's vocabulary: the names of the objects in `inet flowhint`, the priority of its
+ * The ruleset's vocabulary: the names of the objects in the agent's tables (`inet`, `ip` and
+ * `ip6 flowhint`; an object's family is in its name: transaction.ts familyOfName), the priority of its
  * first-packet chains, the conntrack mark bit, what may be written as a device name, the
  * options a rendering takes, and the table's shape (which hints are in use). render.ts
  * builds transactions from these; the agent, drift and the reports read them.
@@ -11,9 +12,13 @@ export const FLOWTABLE = 'fastpath';
 /** The forward base chain (one mark test per packet) and the chain it sends marked connections to. */
 export const BASE_CHAIN = 'classify';
 export const HINTED_CHAIN = 'hinted';
-/** The NAT chains that see a connection's first packet: prerouting, and output (hostNetwork Pods). */
-export const NEW_PRE = 'new_pre';
-export const NEW_OUT = 'new_out';
+/**
+ * The NAT chains that see a connection's first packet: prerouting, and output (hostNetwork
+ * Pods), one pair per family in that family's own table, so a family without hints has no
+ * NAT hook of flowhint's.
+ */
+export const NEW_PRE = { ip: 'new_pre4', ip6: 'new_pre6' } as const;
+export const NEW_OUT = { ip: 'new_out4', ip6: 'new_out6' } as const;
 export const MAP = { ip: 'vips4', ip6: 'vips6' } as const;
 export const SEEN = { ip: 'seen4', ip6: 'seen6' } as const;
 export const LONG_SET = { ip: 'long4', ip6: 'long6' } as const;
@@ -47,10 +52,19 @@ export interface RenderOptions {
   readonly shortMark?: number;
 }
 
-/** Which hints are in use: what decides the table's base chains, their rules and the flowtable. */
+/** Which hints of one family are in use: what decides that family's NAT chains and their rules. */
+export interface FamilyShape {
+  readonly long: boolean;
+  readonly short: boolean;
+}
+
+/** Which hints are in use: what decides the tables' base chains, their rules and the flowtable. */
 export interface Shape {
   readonly long: boolean;
   readonly short: boolean;
+  /** Per family (`ip`, `ip6`): its first-packet chains exist only while it has a hint. */
+  readonly ip: FamilyShape;
+  readonly ip6: FamilyShape;
   /**
    * The lowest LongLived threshold in use (0 when none): `classify` sends a LongLived
    * connection to `hinted` only past it, since no offload rule can match before (each is
@@ -63,11 +77,28 @@ export interface Shape {
 export function shapeOf(state: DesiredState): Shape {
   let floor = Infinity;
   for (const c of state.chains.values()) for (const r of c.rules) floor = Math.min(floor, r.threshold);
-  return { long: state.chains.size > 0, short: state.shortChains.size > 0, floor: floor === Infinity ? 0 : floor };
+  const long = [...state.chains.values()].map((c) => c.family);
+  const short = [...state.shortChains.values()].map((c) => c.family);
+  const family = (f: 'ip' | 'ip6'): FamilyShape => ({ long: long.includes(f), short: short.includes(f) });
+  return {
+    long: long.length > 0,
+    short: short.length > 0,
+    ip: family('ip'),
+    ip6: family('ip6'),
+    floor: floor === Infinity ? 0 : floor,
+  };
 }
 
+const sameFamily = (a: FamilyShape, b: FamilyShape) => a.long === b.long && a.short === b.short;
+
 export function sameShape(a: Shape, b: Shape): boolean {
-  return a.long === b.long && a.short === b.short && a.floor === b.floor;
+  return (
+    a.long === b.long &&
+    a.short === b.short &&
+    a.floor === b.floor &&
+    sameFamily(a.ip, b.ip) &&
+    sameFamily(a.ip6, b.ip6)
+  );
 }
 
 /**

@@ -1,12 +1,23 @@
 /**
  * The agent's only side effect on the ruleset: `nft -f -` with a transaction on stdin, and
- * `nft -j list table inet flowhint` to read back what is there. Both through a Runner.
+ * `nft -j list table <family> flowhint` (inet, ip, ip6) to read back what is there. Both
+ * through a Runner.
  */
 import { z } from 'zod';
 import type { Runner } from '../../lib/exec.ts';
 import { FlowhintError } from '../../lib/errors.ts';
 import type { MapModel, SetModel, TableModel } from './table-model.ts';
-import { FAMILY, TABLE, toText, type Hook, type TimeoutSpec, type Transaction } from './transaction.ts';
+import {
+  FAMILIES,
+  FAMILY,
+  TABLE,
+  familyOfName,
+  toText,
+  type Hook,
+  type TableFamily,
+  type TimeoutSpec,
+  type Transaction,
+} from './transaction.ts';
 
 /**
  * Why nft failed, classified once from its exit status and its own words (as knftables'
@@ -160,8 +171,11 @@ function setElements(elems: readonly unknown[] | undefined): Map<string, number>
   return out;
 }
 
-/** `nft -j list table inet flowhint` as the table model. */
-export function parseListing(json: string): TableModel {
+/**
+ * `nft -j list table <family> flowhint` as the table model. Objects whose name belongs in
+ * another table (an older flowhint's layout) are listed in `misplaced` as well.
+ */
+export function parseListing(json: string, family: TableFamily = 'inet'): TableModel {
   const parsed = ListingJson.parse(JSON.parse(json));
   const chains = new Map<string, { base?: Hook; rules: string[] }>();
   const maps = new Map<string, MapModel>();
@@ -203,7 +217,39 @@ export function parseListing(json: string): TableModel {
         handle: o.flowtable.handle ?? 0,
       });
   }
-  return { flowtables, chains, maps, sets, ctTimeouts, counters, nextHandle: 0 };
+  const names = [flowtables, chains, maps, sets, ctTimeouts].flatMap((m) => [...m.keys()]);
+  const misplaced = [...names, ...counters].filter((n) => familyOfName(n) !== family).sort();
+  const tables = new Set([family]);
+  return {
+    tables,
+    flowtables,
+    chains,
+    maps,
+    sets,
+    ctTimeouts,
+    counters,
+    nextHandle: 0,
+    ...(misplaced.length > 0 ? { misplaced } : {}),
+  };
+}
+
+/** Several tables' models as one (their names do not collide: transaction.ts familyOfName). */
+export function mergeModels(models: ReadonlyArray<TableModel | undefined>): TableModel | undefined {
+  const found = models.filter((m): m is TableModel => m !== undefined);
+  if (found.length === 0) return undefined;
+  const union = <V>(pick: (m: TableModel) => ReadonlyMap<string, V>) => new Map(found.flatMap((m) => [...pick(m)]));
+  const misplaced = found.flatMap((m) => m.misplaced ?? []);
+  return {
+    tables: new Set(found.flatMap((m) => [...m.tables])),
+    flowtables: union((m) => m.flowtables),
+    chains: union((m) => m.chains),
+    maps: union((m) => m.maps),
+    sets: union((m) => m.sets),
+    ctTimeouts: union((m) => m.ctTimeouts),
+    counters: new Set(found.flatMap((m) => [...m.counters])),
+    nextHandle: 0,
+    ...(misplaced.length > 0 ? { misplaced } : {}),
+  };
 }
 
 export interface Nft {
@@ -211,9 +257,13 @@ export interface Nft {
   apply(transaction: Transaction, table?: string): Promise<void>;
   /** Validate a transaction in the kernel without committing it (`nft -c`), on `table` (default: ours). */
   check(transaction: Transaction, table?: string): Promise<CheckResult>;
-  /** The table (default: ours) as it is now (its model), or `undefined` if it does not exist. */
-  read(table?: string): Promise<TableModel | undefined>;
-  /** `nft list table inet flowhint`, for people. */
+  /**
+   * Our three tables as they are now (one model), or `undefined` if none exists; with
+   * `table`, that `inet` table only (the probes'). `families` narrows ours to those tables
+   * (one `nft` run each: a caller that needs only the flowtable or the counting sets reads `inet`).
+   */
+  read(table?: string, families?: readonly TableFamily[]): Promise<TableModel | undefined>;
+  /** `nft list table` of our three, for people. */
   listText(): Promise<string | undefined>;
 }
 
@@ -231,18 +281,28 @@ export function makeNft(run: Runner, nftBinary = 'nft'): Nft {
       const r = await run([nftBinary, '-c', '-f', '-'], { stdin: toText(transaction, table) });
       return r.code === 0 ? { ok: true } : { ok: false, failure: classifyNft(r.code, r.stderr), stderr: r.stderr };
     },
-    async read(table = TABLE) {
-      const r = await run([nftBinary, '-j', 'list', 'table', FAMILY, table]);
-      if (r.code !== 0) {
-        const failure = classifyNft(r.code, r.stderr);
-        if (failure === 'not-found') return undefined;
-        throw new NftError(failure, `cannot list table ${FAMILY} ${table}: ${r.stderr.trim()}`, r.stderr);
-      }
-      return parseListing(r.stdout);
+    async read(table = TABLE, families = FAMILIES) {
+      const one = async (family: TableFamily) => {
+        const r = await run([nftBinary, '-j', 'list', 'table', family, table]);
+        if (r.code !== 0) {
+          const failure = classifyNft(r.code, r.stderr);
+          if (failure === 'not-found') return undefined;
+          throw new NftError(failure, `cannot list table ${family} ${table}: ${r.stderr.trim()}`, r.stderr);
+        }
+        return parseListing(r.stdout, family);
+      };
+      if (table !== TABLE) return one(FAMILY);
+      const models: Array<TableModel | undefined> = [];
+      for (const family of families) models.push(await one(family));
+      return mergeModels(models);
     },
     async listText() {
-      const r = await run([nftBinary, 'list', 'table', FAMILY, TABLE]);
-      return r.code === 0 ? r.stdout : undefined;
+      const texts: string[] = [];
+      for (const family of FAMILIES) {
+        const r = await run([nftBinary, 'list', 'table', family, TABLE]);
+        if (r.code === 0) texts.push(r.stdout);
+      }
+      return texts.length > 0 ? texts.join('') : undefined;
     },
   };
 }

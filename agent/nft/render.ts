@@ -1,12 +1,14 @@
 /**
  * The agent's ruleset as a transaction (pure; agent/nft/transaction.ts turns it into nft
- * text). The agent owns exactly one table, `inet flowhint`, and nothing outside it.
+ * text). The agent owns three tables, `inet`, `ip` and `ip6 flowhint`, and nothing outside
+ * them: the NAT chains are in their family's own table (transaction.ts, TableFamily).
  *
  * Its objects (docs/architecture.md shows a listing): the flowtable `fastpath`; verdict maps
  * `vips4`/`vips6` (Service address -> the shared chain for its ports); counting sets
- * `seen4`/`seen6`; sets `long4`/`long6` (LongLived address . protocol . port); verdict maps
- * `short4`/`short6` (ShortLived, to a chain that sets a `ct timeout`); the first-packet NAT
- * chains `new_pre` and `new_out`; the forward chain `classify` and its `hinted`.
+ * `seen4`/`seen6`; the forward chain `classify` and its `hinted` (all in `inet`); per family,
+ * in `ip` (4) and `ip6` (6): the set `long4` (LongLived address . protocol . port), the
+ * verdict map `short4` (ShortLived, to a chain that sets a `ct timeout`), and the first-packet
+ * NAT chains `new_pre4` and `new_out4`, which exist only while the family has a hint.
  *
  * Why it is shaped so (docs/architecture.md, "The ruleset", has the whole reasoning):
  * - decisions at a connection's first packet, in `type nat` chains at -110 (before
@@ -17,7 +19,8 @@
  *   bit); LongLived connections go on to `hinted` once past the lowest threshold in use,
  *   which matches the conntrack original tuple of DNAT'd connections only (`ct status dnat`:
  *   IPVS connections must never be offloaded);
- * - only what the hints in use need: no hint, no base chain and no flowtable;
+ * - only what the hints in use need: no hint, no base chain and no flowtable; no hint of a
+ *   family, no NAT hook of that family (an `inet` NAT chain would register both: issue 32);
  * - chains shared per rule list, because nft fetches every chain before each command.
  *
  * Nothing user-controlled is rendered: only validated addresses, ports and protocols,
@@ -32,7 +35,7 @@ import { parseElementKey, type ShortChain } from '../state/short-lived.ts';
 import { KERNEL_TIMEOUTS, shortPolicy, timeoutObjectName } from '../state/timeout-policy.ts';
 import type { TableModel } from './table-model.ts';
 import { flowtableOps, recreateOps } from './flowtable.ts';
-import { add, del, flush, keyText, toText, type Hook, type Op, type Transaction } from './transaction.ts';
+import { FAMILIES, add, del, flush, keyText, toText, type Hook, type Op, type Transaction } from './transaction.ts';
 import {
   BASE_CHAIN,
   DEFAULT_CT_MARK,
@@ -147,12 +150,36 @@ const rule = (chain: string, text: string): Op => add({ type: 'rule', chain, rul
 const TUPLE = { ip: 'ip daddr . meta l4proto . th dport', ip6: 'ip6 daddr . meta l4proto . th dport' } as const;
 const NEW_KEY = { ip: 'ipv4_addr . inet_proto . inet_service', ip6: 'ipv6_addr . inet_proto . inet_service' } as const;
 
+interface FixedChain {
+  readonly name: string;
+  readonly base?: Hook;
+  readonly rules: readonly string[];
+}
+
+/** One family's first-packet NAT chains (in its own table), as its hints in use need them. */
+function natChains(family: 'ip' | 'ip6', shape: Shape, o: RenderOptions): FixedChain[] {
+  const { long, short } = shape[family];
+  const nat = (hook: string): Hook => ({ type: 'nat', hook, priority: NEW_PRIORITY });
+  const vmap = `${TUPLE[family]} vmap @${SHORT_MAP[family]}`;
+  if (!long && !short) return [];
+  return [
+    {
+      name: NEW_PRE[family],
+      base: nat('prerouting'),
+      // Every new connection of the family meets these: only the lookups a hint in use needs.
+      rules: [
+        ...(long ? [`${TUPLE[family]} @${LONG_SET[family]} ct mark set ct mark | ${markBit(o)}`] : []),
+        ...(short ? [vmap] : []),
+      ],
+    },
+    ...(short ? [{ name: NEW_OUT[family], base: nat('output'), rules: [vmap] }] : []),
+  ];
+}
+
 /** The base chains (and `hinted`) a shape needs, each with its hook and rules, in the order they are written. */
-function fixedChains(shape: Shape, o: RenderOptions): Array<{ name: string; base?: Hook; rules: string[] }> {
+function fixedChains(shape: Shape, o: RenderOptions): FixedChain[] {
   const bit = markBit(o);
   const both = Number(bit) | Number(markBit(o, 'short'));
-  const short = [`${TUPLE.ip} vmap @${SHORT_MAP.ip}`, `${TUPLE.ip6} vmap @${SHORT_MAP.ip6}`];
-  const nat = (hook: string): Hook => ({ type: 'nat', hook, priority: NEW_PRIORITY });
   return [
     ...(shape.long
       ? [
@@ -174,31 +201,18 @@ function fixedChains(shape: Shape, o: RenderOptions): Array<{ name: string; base
           },
         ]
       : []),
-    ...(shape.long || shape.short
-      ? [
-          {
-            name: NEW_PRE,
-            base: nat('prerouting'),
-            // Every new connection on the node meets these: only the lookups a hint in use needs.
-            rules: [
-              ...(shape.long
-                ? [
-                    `${TUPLE.ip} @${LONG_SET.ip} ct mark set ct mark | ${bit}`,
-                    `${TUPLE.ip6} @${LONG_SET.ip6} ct mark set ct mark | ${bit}`,
-                  ]
-                : []),
-              ...(shape.short ? short : []),
-            ],
-          },
-        ]
-      : []),
-    ...(shape.short ? [{ name: NEW_OUT, base: nat('output'), rules: short }] : []),
+    ...natChains('ip', shape, o),
+    ...natChains('ip6', shape, o),
   ];
 }
 
-/** Maps and sets every ruleset has: they cost no packet anything until a rule looks them up. */
+/**
+ * The three tables, and the maps and sets every ruleset has: they cost no packet anything
+ * until a rule looks them up, and a table without base chains registers no hook.
+ */
 function skeleton(): Op[] {
   return [
+    ...FAMILIES.map((family) => add({ type: 'table', family })),
     add({ type: 'map', name: MAP.ip, key: 'ipv4_addr' }),
     add({ type: 'map', name: MAP.ip6, key: 'ipv6_addr' }),
     add({ type: 'set', name: SEEN.ip, key: 'ipv4_addr', size: SEEN_SIZE }),
@@ -210,6 +224,9 @@ function skeleton(): Op[] {
   ];
 }
 
+/** Delete every table of ours that exists, and only those (`add` first: deleting a missing table fails). */
+const DELETE_ALL: Op[] = FAMILIES.flatMap((family) => [add({ type: 'table', family }), del({ type: 'table', family })]);
+
 const byName = <V>(m: ReadonlyMap<string, V>) => [...m].sort(([a], [b]) => a.localeCompare(b));
 
 /**
@@ -217,7 +234,12 @@ const byName = <V>(m: ReadonlyMap<string, V>) => [...m].sort(([a], [b]) => a.loc
  * now (`current`, as read back; undefined: no table). It flushes and refills, keeping the flowtable (so offloaded flows stay offloaded)
  * and the counting sets' elements for addresses that remain.
  */
-export function fullTransaction(state: DesiredState, o: RenderOptions, current?: TableModel): Transaction {
+export function fullTransaction(state: DesiredState, o: RenderOptions, found?: TableModel): Transaction {
+  // A table laid out by an older flowhint (every object in `inet flowhint`, so its names are
+  // in the wrong table: TableModel.misplaced) is deleted and made again in one transaction.
+  // Its offloaded flows return to the slow path and are offloaded again at their next packet.
+  const reset = (found?.misplaced?.length ?? 0) > 0;
+  const current = reset ? undefined : found;
   const shape = shapeOf(state);
   const ft = flowtableOps({ ...o, flowtable: o.flowtable && shape.long }, current);
   const fixed = fixedChains(shape, o);
@@ -231,7 +253,7 @@ export function fullTransaction(state: DesiredState, o: RenderOptions, current?:
   const objectOf = (chain: string) => timeoutObjectName(chain, o.nodeTimeouts ?? KERNEL_TIMEOUTS);
   const wantedTimeouts = new Set(o.ctTimeout === false ? [] : [...state.shortChains.keys()].map(objectOf));
   const stale = (names: Iterable<string>, keep: ReadonlySet<string>) => [...names].sort().filter((n) => !keep.has(n));
-  const ops: Op[] = [add({ type: 'table' }), ...ft.before, ...skeleton()];
+  const ops: Op[] = [...(reset ? DELETE_ALL : []), ...skeleton(), ...ft.before];
   ops.push(...fixed.map((c) => add({ type: 'chain', name: c.name, ...(c.base ? { base: c.base } : {}) })));
   ops.push(
     ...fixed.map((c) => flush({ type: 'chain', name: c.name })),
@@ -311,7 +333,8 @@ export function recreateFlowtable(o: RenderOptions, chains: ReadonlyMap<string, 
   return ops;
 }
 
-export const DELETE_TABLE: Transaction = [del({ type: 'table' })];
+/** `--cleanup-on-exit`, `flowhint cleanup`: the three tables gone, whichever exist. */
+export const DELETE_TABLE: Transaction = DELETE_ALL;
 
 /** The same transactions as `nft -f` text, for the dry run, the demo and the golden files. */
 export function renderFull(state: DesiredState, o: RenderOptions, current?: TableModel): string {

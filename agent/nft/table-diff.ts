@@ -33,6 +33,8 @@ export function tableDiff(
 ): string[] {
   if (!want || !have) return want === have ? [] : [want ? 'the table is missing' : 'the table exists but should not'];
   const out: string[] = [];
+  for (const f of want.tables) if (!have.tables.has(f)) out.push(`table ${f} flowhint is missing`);
+  for (const f of have.tables) if (!want.tables.has(f)) out.push(`table ${f} flowhint should not exist`);
   const names = (a: ReadonlyMap<string, unknown>, b: ReadonlyMap<string, unknown>, what: string) => {
     for (const k of a.keys()) if (!b.has(k)) out.push(`${what} ${k} is missing`);
     for (const k of b.keys()) if (!a.has(k)) out.push(`${what} ${k} should not exist`);

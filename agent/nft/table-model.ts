@@ -1,14 +1,17 @@
 /**
- * The table as data (pure): what `inet flowhint` holds, in one model that two things
- * produce and one comparison reads.
+ * The tables as data (pure): what `inet`, `ip` and `ip6 flowhint` hold, in one model that
+ * two things produce and one comparison reads. Names are unique across the three tables (an
+ * object's family is in its name: transaction.ts familyOfName), so one map per kind holds
+ * them all; `tables` says which of the three exist.
  *
- * - `nft -j list table inet flowhint` (agent/nft/nft.ts parses the listing into it);
+ * - `nft -j list table <family> flowhint`, for each (agent/nft/nft.ts parses the listings into it);
  * - `applyTransaction`, which applies a transaction (agent/nft/transaction.ts) with the nft
  *   semantics that matter to us, as knftables' Fake does: a failed transaction changes
  *   nothing; a missing object, a `goto` to a missing chain, a missing device, a rule naming
  *   a missing set, map, flowtable or timeout fail it; deleting something still referenced
  *   fails it (a chain's own rules go with it); an element re-added with another verdict
- *   fails it ("File exists"). drift.ts applies the full rendering of what the agent last
+ *   fails it ("File exists"); an object in a table that does not exist, or a reference to
+ *   an object of another table, fails it. drift.ts applies the full rendering of what the agent last
  *   programmed to an empty table, to know what the kernel should hold; the tests' fake nft
  *   (test/helpers/fake-nft.ts) is this and a failure switch.
  *
@@ -16,8 +19,8 @@
  * expressions back into the same words, so a changed port, protocol or threshold is a
  * different rule.
  */
-import type { Hook, Op, TimeoutSpec, Transaction } from './transaction.ts';
-import { keyText } from './transaction.ts';
+import type { Hook, Op, TableFamily, TimeoutSpec, Transaction } from './transaction.ts';
+import { familyOf, familyOfName, keyText } from './transaction.ts';
 
 export interface ChainModel {
   readonly base?: Hook | undefined;
@@ -45,6 +48,13 @@ export interface SetModel {
 }
 
 export interface TableModel {
+  /** Which of the three tables exist (never empty: no table at all is `undefined`). */
+  readonly tables: ReadonlySet<TableFamily>;
+  /**
+   * Objects a listing found in a table other than the one their name belongs in (a table
+   * laid out by an older flowhint, which had one `inet` table): render.ts starts afresh.
+   */
+  readonly misplaced?: readonly string[];
   readonly flowtables: ReadonlyMap<string, FlowtableModel>;
   readonly chains: ReadonlyMap<string, ChainModel>;
   readonly maps: ReadonlyMap<string, MapModel>;
@@ -57,6 +67,7 @@ export interface TableModel {
 
 export function emptyModel(): TableModel {
   return {
+    tables: new Set(),
     flowtables: new Map(),
     chains: new Map(),
     maps: new Map(),
@@ -84,7 +95,7 @@ export interface ApplyEnv {
 }
 
 interface Mutable {
-  exists: boolean;
+  tables: Set<TableFamily>;
   flowtables: Map<string, { devices: Set<string>; handle: number }>;
   chains: Map<string, { base?: Hook | undefined; rules: string[] }>;
   maps: Map<string, { key: string; elements: Map<string, string> }>;
@@ -99,7 +110,7 @@ function thaw(m: TableModel | undefined): Mutable {
     new Map([...x].map(([k, v]) => [k, { key: v.key, elements: new Map(v.elements) }]));
   const s = m ?? emptyModel();
   return {
-    exists: m !== undefined,
+    tables: new Set(s.tables),
     flowtables: new Map([...s.flowtables].map(([k, v]) => [k, { devices: new Set(v.devices), handle: v.handle }])),
     chains: new Map([...s.chains].map(([k, v]) => [k, { base: v.base, rules: [...v.rules] }])),
     maps: copy(s.maps),
@@ -111,8 +122,16 @@ function thaw(m: TableModel | undefined): Mutable {
 }
 
 function freeze(m: Mutable): TableModel {
-  const { exists: _, ...rest } = m;
-  return rest;
+  return m;
+}
+
+/** Everything of table `family` gone (`delete table`), the other tables untouched. */
+function dropTable(m: Mutable, family: TableFamily): void {
+  m.tables.delete(family);
+  const mine = (name: string) => familyOfName(name) === family;
+  for (const all of [m.flowtables, m.chains, m.maps, m.sets, m.ctTimeouts])
+    for (const name of [...all.keys()]) if (mine(name)) all.delete(name);
+  for (const name of [...m.counters]) if (mine(name)) m.counters.delete(name);
 }
 
 /** `@name` references, quoted timeout names and `goto` targets in a rule. */
@@ -133,14 +152,17 @@ function applyOp(m: Mutable, op: Op, env: ApplyEnv): void {
   const o = op.obj;
   const enoent = (detail: string) => new TransactionError(op, 'No such file or directory', detail);
   const ebusy = (detail: string) => new TransactionError(op, 'Device or resource busy', detail);
+  const family = familyOf(o);
   if (o.type === 'table') {
-    if (op.verb === 'add') m.exists = true;
-    else if (!m.exists) throw enoent('no such table');
-    else if (op.verb === 'delete') Object.assign(m, thaw(undefined), { nextHandle: m.nextHandle });
-    else for (const c of m.chains.values()) c.rules = [];
+    if (op.verb === 'add') m.tables.add(family);
+    else if (!m.tables.has(family)) throw enoent('no such table');
+    else if (op.verb === 'delete') dropTable(m, family);
+    else for (const [name, c] of m.chains) if (familyOfName(name) === family) c.rules = [];
     return;
   }
-  if (!m.exists) throw enoent('no such table');
+  if (!m.tables.has(family)) throw enoent('no such table');
+  // Each table is its own namespace: a rule or element names objects of its own table only.
+  const here = (name: string) => familyOfName(name) === family;
   switch (o.type) {
     case 'flowtable': {
       const ft = m.flowtables.get(o.name);
@@ -199,10 +221,11 @@ function applyOp(m: Mutable, op: Op, env: ApplyEnv): void {
       if (!c) throw enoent('no such chain');
       const refs = references(o.rule);
       for (const name of refs.objects)
-        if (!m.maps.has(name) && !m.sets.has(name) && !m.flowtables.has(name))
+        if (!here(name) || (!m.maps.has(name) && !m.sets.has(name) && !m.flowtables.has(name)))
           throw enoent(`no set, map or flowtable ${name}`);
-      for (const name of refs.timeouts) if (!m.ctTimeouts.has(name)) throw enoent(`no ct timeout ${name}`);
-      for (const name of refs.chains) if (!m.chains.has(name)) throw enoent(`no chain ${name}`);
+      for (const name of refs.timeouts)
+        if (!here(name) || !m.ctTimeouts.has(name)) throw enoent(`no ct timeout ${name}`);
+      for (const name of refs.chains) if (!here(name) || !m.chains.has(name)) throw enoent(`no chain ${name}`);
       if (op.verb !== 'add') throw enoent('rules are deleted by handle, which this model does not use');
       c.rules.push(o.rule);
       return;
@@ -222,7 +245,7 @@ function applyOp(m: Mutable, op: Op, env: ApplyEnv): void {
         if (set && !set.elements.has(key)) set.elements.set(key, 0);
         return;
       }
-      if (!o.goto || !m.chains.has(o.goto)) throw enoent(`no chain ${o.goto ?? '(none)'}`);
+      if (!o.goto || !here(o.goto) || !m.chains.has(o.goto)) throw enoent(`no chain ${o.goto ?? '(none)'}`);
       const have = map.elements.get(key);
       if (have !== undefined && have !== o.goto)
         throw new TransactionError(op, 'File exists', `element ${key} goes to ${have}`);
@@ -259,5 +282,5 @@ export function applyTransaction(
 ): TableModel | undefined {
   const m = thaw(table);
   for (const op of tx) applyOp(m, op, env);
-  return m.exists ? freeze(m) : undefined;
+  return m.tables.size > 0 ? freeze(m) : undefined;
 }

@@ -1,6 +1,6 @@
 /**
  * A transaction as data (pure), after sigs.k8s.io/knftables: a list of operations on the
- * objects of the one table the agent owns, `inet flowhint`. `toText` turns it into the
+ * objects of the agent's tables. `toText` turns it into the
  * input of `nft -f -` (agent/nft/nft.ts, the only side effect); agent/nft/table-model.ts applies it
  * to an in-memory table with nft's semantics, for drift and for the tests' fake.
  *
@@ -24,8 +24,19 @@ export interface TimeoutSpec {
   readonly policy: Readonly<Record<string, number>>;
 }
 
+/**
+ * The agent's three tables, all named `flowhint`: `inet` holds the flowtable and the forward
+ * path (filter hooks, which change nothing for a family without hints); `ip` and `ip6` each
+ * hold their family's first-packet NAT chains and what those look up. A NAT chain in an
+ * `inet` table registers the NAT hooks of both families, and a registered NAT hook gives
+ * every connection of its family a NAT binding (null bindings, source port clash remapping):
+ * an IPv4-only node must get no IPv6 NAT hook from flowhint (issue 32).
+ */
+export type TableFamily = 'inet' | 'ip' | 'ip6';
+export const FAMILIES: readonly TableFamily[] = ['inet', 'ip', 'ip6'];
+
 export type Obj =
-  | { readonly type: 'table' }
+  | { readonly type: 'table'; readonly family?: TableFamily }
   /**
    * `add`: create it (`hook ingress priority filter`), or add `devices` to it. `delete`
    * with devices: remove those devices only; without: the flowtable itself.
@@ -61,6 +72,32 @@ export type Transaction = readonly Op[];
 export const FAMILY = 'inet';
 export const TABLE = 'flowhint';
 
+/**
+ * The table an object belongs in, by its name: an object's family is part of its name
+ * (render.ts and names.ts make them so). `new_pre4`, `new_out4`, `long4`, `short4`, the
+ * ShortLived chains `s4_<hash>` and their timeouts `c4_<hash>` are the `ip` table's (6: `ip6`);
+ * everything else (the flowtable, `classify`, `hinted`, `vips4`, `seen4`, `v4_<hash>`) `inet`'s.
+ */
+export function familyOfName(name: string): TableFamily {
+  const m = /^(?:new_pre|new_out|long|short)([46])$|^[sc]([46])_/.exec(name);
+  if (!m) return 'inet';
+  return (m[1] ?? m[2]) === '4' ? 'ip' : 'ip6';
+}
+
+/** The table an operation's object is in. */
+export function familyOf(o: Obj): TableFamily {
+  switch (o.type) {
+    case 'table':
+      return o.family ?? 'inet';
+    case 'rule':
+      return familyOfName(o.chain);
+    case 'element':
+      return familyOfName(o.set);
+    default:
+      return familyOfName(o.name);
+  }
+}
+
 export const add = (obj: Obj): Op => ({ verb: 'add', obj });
 export const flush = (obj: Obj): Op => ({ verb: 'flush', obj });
 export const del = (obj: Obj): Op => ({ verb: 'delete', obj });
@@ -86,7 +123,7 @@ function need<V>(v: V | undefined, o: Obj): V {
 }
 
 function objText(op: Op, table: string): string {
-  const T = `${FAMILY} ${table}`;
+  const T = `${familyOf(op.obj)} ${table}`;
   const o = op.obj;
   switch (o.type) {
     case 'table':

@@ -236,7 +236,7 @@ t.test(
     t.equal((await agent.sync()).kind, 'full', 'the first ShortLived Service changes the shape: a full sync');
     t.same(
       shape(),
-      { chains: ['new_out:nat output -110', 'new_pre:nat prerouting -110'], flowtable: false },
+      { chains: ['new_out4:nat output -110', 'new_pre4:nat prerouting -110'], flowtable: false },
       'ShortLived alone: the two NAT chains, no forward chain, no flowtable',
     );
 
@@ -246,8 +246,8 @@ t.test(
       chains: [
         'classify:filter forward 10',
         'hinted:regular',
-        'new_out:nat output -110',
-        'new_pre:nat prerouting -110',
+        'new_out4:nat output -110',
+        'new_pre4:nat prerouting -110',
       ],
       flowtable: true,
     });
@@ -261,7 +261,7 @@ t.test(
     t.equal((await agent.sync()).kind, 'full', 'the last ShortLived Service goes: full');
     t.same(
       shape(),
-      { chains: ['classify:filter forward 10', 'hinted:regular', 'new_pre:nat prerouting -110'], flowtable: true },
+      { chains: ['classify:filter forward 10', 'hinted:regular', 'new_pre4:nat prerouting -110'], flowtable: true },
       'the output chain only ShortLived needs is gone',
     );
 

@@ -18,6 +18,7 @@ import { fakeKubeConfig } from './fake-kube.ts';
 import { createNetns, type Netns } from './netns.ts';
 import { svc, type SvcSpec } from './agent.ts';
 import { expectOffloads, offloads, viewText } from './table-view.ts';
+import { list } from './netns-agent.ts';
 
 export interface KubeAgent {
   api: FakeApiServer;
@@ -26,7 +27,7 @@ export interface KubeAgent {
   nodeStatus: NodeStatusWriter;
   agent: Agent;
   ns: Netns;
-  /** `nft list table inet flowhint`, byte for byte. */
+  /** flowhint's three tables as `nft list table` prints them, byte for byte (counters left out). */
   table(): string;
   /** Whether the table does exactly what these Services ask for (read from nft, not from the agent). */
   converged(want: Expected): Promise<boolean>;
@@ -107,7 +108,7 @@ export async function startKubeAgent(
     nodeStatus,
     agent,
     ns,
-    table: () => ns.sh('nft', 'list', 'table', 'inet', 'flowhint'),
+    table: () => list(ns),
     converged,
     async timeToConverge(want, deadlineMs) {
       const start = Date.now();

@@ -54,5 +54,15 @@ export function setup(t: { teardown: (fn: () => void) => void }, nftBinary = 'nf
   return { ns, dir, state, metrics, make };
 }
 
+/** Our three tables (those that exist: inet, then ip, then ip6), as nft prints them, without counters. */
 export const list = (ns: Netns) =>
-  ns.sh('nft', 'list', 'table', 'inet', 'flowhint').replace(/ counter packets \d+ bytes \d+/g, '');
+  (['inet', 'ip', 'ip6'] as const)
+    .map((family) => {
+      try {
+        return ns.sh('nft', 'list', 'table', family, 'flowhint');
+      } catch {
+        return '';
+      }
+    })
+    .join('')
+    .replace(/ counter packets \d+ bytes \d+/g, '');

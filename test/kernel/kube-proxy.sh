@@ -173,7 +173,7 @@ kp_mode iptables
 # --- another owner's flowtable on the same devices (kindnet's fastpath, Calico's offload) ---
 # Present from the start: flowhint syncs beside it and says so.
 kp_clear; kp_spec '["10.0.2.2"]'; kp_load nft
-nsx $NODE nft delete table inet flowhint 2>/dev/null
+for f in inet ip ip6; do nsx $NODE nft delete table $f flowhint 2>/dev/null; done
 nsx $NODE nft -f - <<'NFT'
 table inet other {
   flowtable ft { hook ingress priority filter; devices = { n0, n1 }; }

@@ -120,7 +120,9 @@ check "hint added live: unhinted again" agent_once
 bulk $CLIENT 10.96.0.10 600 -p 80; sleep 4
 check "restart: a flow is offloaded before" is_offloaded "dst=10.96.0.10" "dport=80"
 BEFORE_FT=$(nsx $NODE nft -a list flowtables | grep -o 'handle [0-9]*')
-BEFORE=$(nsx $NODE nft list table inet flowhint | sed 's/packets [0-9]* bytes [0-9]*//')
+# flowhint's three tables (inet; ip and ip6 with each family's NAT chains), those that exist.
+fh_tables() { for f in inet ip ip6; do nsx $NODE nft list table $f flowhint 2>/dev/null; done; true; }
+BEFORE=$(fh_tables | sed 's/packets [0-9]* bytes [0-9]*//')
 ip netns exec $NODE $FH agent --services-dir $DIR --state-dir $STATE >> $LOGS/agent-long.log 2>&1 & A=$!
 wait_agent $A
 kill -TERM $A; wait $A; RC=$?
@@ -128,7 +130,7 @@ check "agent exits 0 on SIGTERM" [ $RC -eq 0 ]
 check "rules stay after SIGTERM" nsx $NODE nft list table inet flowhint
 check "agent --once again" agent_once
 AFTER_FT=$(nsx $NODE nft -a list flowtables | grep -o 'handle [0-9]*')
-AFTER=$(nsx $NODE nft list table inet flowhint | sed 's/packets [0-9]* bytes [0-9]*//')
+AFTER=$(fh_tables | sed 's/packets [0-9]* bytes [0-9]*//')
 check "restart: the flowtable is not recreated ($BEFORE_FT)" [ "$BEFORE_FT" = "$AFTER_FT" ]
 check "restart: the ruleset is unchanged" [ "$BEFORE" = "$AFTER" ]
 check "restart: the connection is still offloaded" is_offloaded "dst=10.96.0.10" "dport=80"
@@ -254,8 +256,11 @@ check "vanished device: the next sync leaves the others and drops it (exit $RC)"
 # --- kube-proxy's nftables and iptables rulesets, another flowtable owner (kube-proxy.sh) -
 . test/kernel/kube-proxy.sh
 
+# --- only the families in use: no IPv6 NAT hook on an IPv4-only node (families.sh) -------
+. test/kernel/families.sh
+
 check "cleanup deletes the table" nsx $NODE $FH cleanup
-check "no table after cleanup" bash -c "! ip netns exec $NODE nft list table inet flowhint 2>/dev/null"
+check "no table after cleanup (inet, ip, ip6)" bash -c "! ip netns exec $NODE nft list tables | grep -q ' flowhint\$'"
 
 echo "# agent log (tail):"; tail -n 20 $LOGS/agent.log | sed 's/^/#   /'
 if [ $FAIL -gt 0 ]; then echo "# long-running agent log:"; tail -n 60 $LOGS/agent-long.log | sed 's/^/#   /'; fi

@@ -20,7 +20,7 @@ short svc-b 10.96.0.20 "" "$LATE_PORT"
 write_service $DIR svc-bad 10.96.0.40 "" "$LATE_PORT"
 nsx $NODE conntrack -F 2>/dev/null
 check "kube-proxy sysctls: agent --once with a ShortLived Service" agent_once
-check "kube-proxy sysctls: the policy carries the node's established and close_wait" bash -c "ip netns exec $NODE nft list table inet flowhint | grep -q 'established : 86400, close_wait : 3600, last_ack : 5, time_wait : 5, close : 5'"
+check "kube-proxy sysctls: the policy carries the node's established and close_wait" bash -c "ip netns exec $NODE nft list table ip flowhint | grep -q 'established : 86400, close_wait : 3600, last_ack : 5, time_wait : 5, close : 5'"
 
 P=/tmp/idle-kp; mkdir -p $P; rm -f $P/*
 nsx $CLIENT node test/kernel/traffic.ts tcp 10.96.0.20 7000 5 5 $P & IDLE=$!

@@ -63,7 +63,7 @@ t.test('flowhint cleanup puts the recorded value back and says so', async (t) =>
     encoding: 'utf8',
   });
   t.equal(r.status, 0, r.stderr);
-  t.match(r.stderr, /deleted table inet flowhint/);
+  t.match(r.stderr, /deleted the tables inet, ip and ip6 flowhint/);
   t.match(r.stderr, /put net\.netfilter\.nf_conntrack_acct back to 0, as flowhint found it/);
   t.equal(ns.sh('sysctl', '-n', ACCT).trim(), '0');
 });

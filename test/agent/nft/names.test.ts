@@ -13,11 +13,19 @@ const state = (...specs: Parameters<typeof entry>[0][]) =>
     [],
   );
 
+const none = { long: false, short: false };
+
 t.test('shape: the hints in use and the lowest LongLived threshold', async (t) => {
-  t.same(shapeOf(buildDesired([], [])), { long: false, short: false, floor: 0 }, 'nothing hinted: floor 0');
+  t.same(
+    shapeOf(buildDesired([], [])),
+    { long: false, short: false, ip: none, ip6: none, floor: 0 },
+    'nothing hinted: floor 0',
+  );
   t.same(shapeOf(state({ name: 's', hint: 'ShortLived', clusterIPs: ['10.96.0.1'] })), {
     long: false,
     short: true,
+    ip: { long: false, short: true },
+    ip6: none,
     floor: 0,
   });
   t.same(
@@ -28,17 +36,34 @@ t.test('shape: the hints in use and the lowest LongLived threshold', async (t) =
         { name: 's', hint: 'ShortLived', clusterIPs: ['10.96.0.3'] },
       ),
     ),
-    { long: true, short: true, floor: 64 },
+    { long: true, short: true, ip: { long: true, short: true }, ip6: none, floor: 64 },
     'the lowest of the LongLived ports; ShortLived ones have none',
   );
 });
 
-t.test('sameShape: any difference, the floor included', async (t) => {
-  const s = { long: true, short: false, floor: 20 };
+t.test('shape per family: a family has NAT chains only while it has a hint', async (t) => {
+  const s = shapeOf(
+    state({ name: 'a', clusterIPs: ['fd00::1'] }, { name: 's', hint: 'ShortLived', clusterIPs: ['10.96.0.3'] }),
+  );
+  t.same(
+    [s.ip, s.ip6],
+    [
+      { long: false, short: true },
+      { long: true, short: false },
+    ],
+  );
+});
+
+t.test('sameShape: any difference, the floor and each family included', async (t) => {
+  const s = { long: true, short: false, ip: { long: true, short: false }, ip6: none, floor: 20 };
   t.ok(sameShape(s, { ...s }));
   t.notOk(sameShape(s, { ...s, long: false }), 'long');
   t.notOk(sameShape(s, { ...s, short: true }), 'short');
   t.notOk(sameShape(s, { ...s, floor: 5 }), 'floor');
+  t.notOk(sameShape(s, { ...s, ip6: { long: true, short: false } }), 'IPv6 LongLived');
+  t.notOk(sameShape(s, { ...s, ip6: { long: false, short: true } }), 'IPv6 ShortLived');
+  t.notOk(sameShape(s, { ...s, ip: { long: true, short: true } }), 'IPv4 ShortLived');
+  t.notOk(sameShape(s, { ...s, ip: none }), 'IPv4 LongLived');
   // The first LongLived Service, with a threshold of 0: the floor stays 0, the shape changes.
   t.notOk(
     sameShape(

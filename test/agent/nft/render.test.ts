@@ -115,6 +115,7 @@ t.test('full sync over an existing table keeps the flowtable and prunes what is 
     elements: new Map(elements.map((e) => [e, 0])),
   });
   const current: TableModel = {
+    tables: new Set(['inet']),
     chains: new Map([
       ['classify', chain],
       ['a_0000000000000000', chain],
@@ -185,13 +186,13 @@ t.test('incremental: one changed Service is a few elements and at most a chain',
   const addText = renderDelta(diff(after, plus, [added.key]), on);
   t.match(
     addText,
-    /^add element inet flowhint vips4 \{ 10\.96\.9\.9 : goto v4_[0-9a-f]{16} \}\nadd element inet flowhint long4 \{ 10\.96\.9\.9 \. tcp \. 80 \}\n$/,
+    /^add element inet flowhint vips4 \{ 10\.96\.9\.9 : goto v4_[0-9a-f]{16} \}\nadd element ip flowhint long4 \{ 10\.96\.9\.9 \. tcp \. 80 \}\n$/,
     'a Service like the others: its address element and its port for the mark',
   );
   const minus = withServices(plus, new Map([[added.key, undefined]]));
   t.equal(
     renderDelta(diff(plus, minus, [added.key]), on),
-    'delete element inet flowhint vips4 { 10.96.9.9 }\ndelete element inet flowhint long4 { 10.96.9.9 . tcp . 80 }\n',
+    'delete element inet flowhint vips4 { 10.96.9.9 }\ndelete element ip flowhint long4 { 10.96.9.9 . tcp . 80 }\n',
   );
   const moved = entry({
     name: 'new',
@@ -201,11 +202,11 @@ t.test('incremental: one changed Service is a few elements and at most a chain',
   const movedText = renderDelta(diff(plus, withServices(plus, new Map([[moved.key, moved]])), [moved.key]), on);
   t.match(
     movedText,
-    /^delete element inet flowhint long4 \{ 10\.96\.9\.9 \. tcp \. 80 \}$/m,
+    /^delete element ip flowhint long4 \{ 10\.96\.9\.9 \. tcp \. 80 \}$/m,
     'a port that goes loses its mark element',
   );
-  t.match(movedText, /^add element inet flowhint long4 \{ 10\.96\.9\.9 \. tcp \. 8080 \}$/m);
-  t.match(movedText, /^add element inet flowhint long4 \{ 10\.96\.9\.9 \. udp \. 53 \}$/m);
+  t.match(movedText, /^add element ip flowhint long4 \{ 10\.96\.9\.9 \. tcp \. 8080 \}$/m);
+  t.match(movedText, /^add element ip flowhint long4 \{ 10\.96\.9\.9 \. udp \. 53 \}$/m);
   t.equal(movedText.match(/long4/g)?.length, 3, 'and nothing else of the set is touched');
   const back = withServices(minus, new Map([[changed.key, entry({ name: 's7', clusterIPs: ['10.96.1.8'] })]]));
   t.match(
@@ -264,6 +265,7 @@ t.test('without ct timeout support: no timeout objects, and those left from befo
   );
   const name = timeouts[0]?.obj.type === 'ct timeout' ? timeouts[0].obj.name : '';
   const current = {
+    tables: new Set(['inet', 'ip'] as const),
     flowtables: new Map(),
     chains: new Map(),
     maps: new Map(),
@@ -356,7 +358,7 @@ t.test(
       counter: true,
       ctTimeout: false,
     });
-    t.match(text, /add rule inet flowhint s4_[0-9a-f]{16} ct mark set ct mark \| 12288\n/);
+    t.match(text, /add rule ip flowhint s4_[0-9a-f]{16} ct mark set ct mark \| 12288\n/);
     t.notMatch(text, /ct timeout/);
   },
 );

@@ -21,6 +21,7 @@ const udp5: TimeoutSpec = { protocol: 'udp', l3proto: 'ip', policy: { unreplied:
 /** The table as it should be: a base chain, a regular chain, a map, a plain and a counting set, a timeout, a flowtable. */
 function model(): Mutable {
   return {
+    tables: new Set(['inet', 'ip']),
     flowtables: new Map([['fastpath', { devices: new Set(['eth0', 'eth1']), handle: 1 }]]),
     chains: new Map([
       [
@@ -60,6 +61,13 @@ t.test('the same content is no difference; handles and counting-set elements are
 t.test('the table itself: missing, or there when it should not be', async (t) => {
   t.same(tableDiff(model(), undefined), ['the table is missing']);
   t.same(tableDiff(undefined, model()), ['the table exists but should not']);
+});
+
+t.test('one of the three tables: missing, or there when it should not be', async (t) => {
+  const have = model();
+  have.tables.delete('ip');
+  have.tables.add('ip6');
+  t.same(tableDiff(model(), have), ['table ip flowhint is missing', 'table ip6 flowhint should not exist']);
 });
 
 t.test('chains: missing, extra, another hook, other rules', async (t) => {

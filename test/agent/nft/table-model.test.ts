@@ -7,10 +7,11 @@
 import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { drift, expectedTable } from '../../../agent/nft/drift.ts';
-import { parseListing } from '../../../agent/nft/nft.ts';
+import { fullTransaction } from '../../../agent/nft/render.ts';
+import { mergeModels, parseListing } from '../../../agent/nft/nft.ts';
 import { applyTransaction, type TableModel } from '../../../agent/nft/table-model.ts';
 import { tableDiff } from '../../../agent/nft/table-diff.ts';
-import type { Op } from '../../../agent/nft/transaction.ts';
+import { FAMILIES, type Op } from '../../../agent/nft/transaction.ts';
 import { FIXTURE_OPTIONS, fixtureState } from '../../fixtures/nft/render-fixture.ts';
 
 const fixture = (name: string) => readFileSync(new URL(`../../fixtures/nft/${name}`, import.meta.url), 'utf8');
@@ -19,29 +20,36 @@ const state = fixtureState;
 const degraded = FIXTURE_OPTIONS.degraded;
 const withFlowtable = FIXTURE_OPTIONS.flowtable;
 
-/** The fixture's JSON, edited by `edit` (one object of the listing). */
+type Listing = { nftables: Array<Record<string, Record<string, unknown>>> };
+
+/** A fixture's three listings (one per table, keyed by family) as one model, as nft.ts reads them. */
+function tables(json: string): TableModel | undefined {
+  const doc = JSON.parse(json) as Record<string, Listing>;
+  return mergeModels(FAMILIES.map((f) => parseListing(JSON.stringify(doc[f]), f)));
+}
+
+/** The fixture's JSON, edited by `edit` (one object of any of its listings). */
 function tampered(name: string, edit: (o: Record<string, Record<string, unknown>>) => void): string {
-  const doc = JSON.parse(fixture(name)) as { nftables: Array<Record<string, Record<string, unknown>>> };
-  for (const o of doc.nftables) edit(o);
+  const doc = JSON.parse(fixture(name)) as Record<string, Listing>;
+  for (const listing of Object.values(doc)) for (const o of listing.nftables) edit(o);
   return JSON.stringify(doc);
 }
 
 t.test('real listings parse into the model the transaction gives in memory', async (t) => {
-  t.same(drift(parseListing(fixture('listing-degraded.json')), state(), degraded), [], 'degraded (host kernel)');
-  t.same(
-    drift(parseListing(fixture('listing-flowtable.json')), state(), withFlowtable),
-    [],
-    'with a flowtable (VM kernel)',
-  );
+  t.same(drift(tables(fixture('listing-degraded.json')), state(), degraded), [], 'degraded (host kernel)');
+  t.same(drift(tables(fixture('listing-flowtable.json')), state(), withFlowtable), [], 'with a flowtable (VM kernel)');
   t.not(
-    drift(parseListing(fixture('listing-degraded.json')), state(), withFlowtable).length,
+    drift(tables(fixture('listing-degraded.json')), state(), withFlowtable).length,
     0,
     'but not the other way round',
   );
 });
 
 t.test('parseListing: the model of a real listing', async (t) => {
-  const r = parseListing(fixture('listing-flowtable.json'));
+  const r = tables(fixture('listing-flowtable.json'));
+  if (!r) throw new Error('no tables');
+  t.same([...r.tables].sort(), ['inet', 'ip', 'ip6'], 'three tables');
+  t.equal(r.misplaced, undefined, 'every object in its own table');
   t.same([...(r.flowtables.get('fastpath')?.devices ?? [])], ['fhv0'], 'one device, printed as a string');
   t.same([...r.sets.keys()].sort(), ['long4', 'long6', 'seen4', 'seen6']);
   t.same([...r.maps.keys()].sort(), ['short4', 'short6', 'vips4', 'vips6']);
@@ -59,19 +67,27 @@ t.test('parseListing: the model of a real listing', async (t) => {
     ],
   });
   t.same(
-    r.chains.get('new_pre'),
-    {
-      base: { type: 'nat', hook: 'prerouting', priority: -110 },
-      rules: [
-        'ip daddr . meta l4proto . th dport @long4 ct mark set ct mark | 8192',
-        'ip6 daddr . meta l4proto . th dport @long6 ct mark set ct mark | 8192',
-        'ip daddr . meta l4proto . th dport vmap @short4',
-        'ip6 daddr . meta l4proto . th dport vmap @short6',
-      ],
-    },
-    "a NAT chain, before kube-proxy's DNAT",
+    [r.chains.get('new_pre4'), r.chains.get('new_pre6')],
+    [
+      {
+        base: { type: 'nat', hook: 'prerouting', priority: -110 },
+        rules: [
+          'ip daddr . meta l4proto . th dport @long4 ct mark set ct mark | 8192',
+          'ip daddr . meta l4proto . th dport vmap @short4',
+        ],
+      },
+      {
+        base: { type: 'nat', hook: 'prerouting', priority: -110 },
+        rules: [
+          'ip6 daddr . meta l4proto . th dport @long6 ct mark set ct mark | 8192',
+          'ip6 daddr . meta l4proto . th dport vmap @short6',
+        ],
+      },
+    ],
+    "a NAT chain per family, in its own table, before kube-proxy's DNAT",
   );
-  t.same(r.chains.get('new_out')?.base, { type: 'nat', hook: 'output', priority: -110 });
+  t.same(r.chains.get('new_out4')?.base, { type: 'nat', hook: 'output', priority: -110 });
+  t.same(r.chains.get('new_out6')?.base, { type: 'nat', hook: 'output', priority: -110 });
   t.same(
     [...(r.sets.get('long4')?.elements.keys() ?? [])].sort(),
     ['10.96.0.10 . tcp . 80', '10.96.0.10 . udp . 53'],
@@ -112,7 +128,7 @@ t.test('parseListing: the model of a real listing', async (t) => {
 
 t.test('content differences are named', async (t) => {
   const diffOf = (edit: (o: Record<string, Record<string, unknown>>) => void) =>
-    drift(parseListing(tampered('listing-flowtable.json', edit)), state(), withFlowtable);
+    drift(tables(tampered('listing-flowtable.json', edit)), state(), withFlowtable);
   const rules = (o: Record<string, Record<string, unknown>>) =>
     (o.rule?.expr ?? []) as Array<Record<string, Record<string, unknown>>>;
   t.match(
@@ -162,8 +178,8 @@ t.test('content differences are named', async (t) => {
     [/chain classify hooks filter forward 0, not filter forward 10/],
   );
   t.match(
-    diffOf((o) => o.chain?.name === 'new_pre' && (o.chain.type = 'filter')),
-    [/chain new_pre hooks filter prerouting -110, not nat prerouting -110/],
+    diffOf((o) => o.chain?.name === 'new_pre4' && (o.chain.type = 'filter')),
+    [/chain new_pre4 hooks filter prerouting -110, not nat prerouting -110/],
     'a NAT chain become a filter chain',
   );
   t.match(
@@ -275,9 +291,96 @@ t.test('applyTransaction keeps nft semantics', async (t) => {
   );
 });
 
+t.test('three tables: each object in its own, references never cross, a table goes alone', async (t) => {
+  const m = applyTransaction(undefined, [
+    ...base,
+    add({ type: 'table', family: 'ip' }),
+    add({ type: 'set', name: 'long4', key: 'ipv4_addr' }),
+    add({ type: 'chain', name: 'new_pre4' }),
+    add({ type: 'rule', chain: 'new_pre4', rule: 'ip daddr @long4 accept' }),
+  ])!;
+  t.same([...m.tables].sort(), ['inet', 'ip']);
+  t.throws(
+    () => applyTransaction(m, [add({ type: 'chain', name: 'new_pre6' })]),
+    /no such table/,
+    'an object of a table that does not exist',
+  );
+  t.throws(
+    () => applyTransaction(m, [add({ type: 'rule', chain: 'new_pre4', rule: 'ip daddr @s accept' })]),
+    /no set, map or flowtable s/,
+    "a rule of the ip table naming the inet table's set",
+  );
+  t.throws(
+    () => applyTransaction(m, [add({ type: 'rule', chain: 'c', rule: 'ip daddr @long4 accept' })]),
+    /no set, map or flowtable long4/,
+    'and the other way round',
+  );
+  t.throws(
+    () =>
+      applyTransaction(m, [
+        add({ type: 'map', name: 'short4', key: 'ipv4_addr' }),
+        add({ type: 'element', set: 'short4', key: ['10.0.0.1'], goto: 'c' }),
+      ]),
+    /no chain c/,
+    "an element jumping to another table's chain",
+  );
+  const ipGone = applyTransaction(m, [del({ type: 'table', family: 'ip' })])!;
+  t.same([...ipGone.tables], ['inet'], 'delete table ip');
+  t.same([...ipGone.chains.keys()], ['c'], "the ip table's chains went with it, inet's stayed");
+  t.same([...ipGone.sets.keys()], ['s']);
+  const flushed = applyTransaction(m, [{ verb: 'flush', obj: { type: 'table', family: 'ip' } }])!;
+  t.same(
+    [flushed.chains.get('c')?.rules.length, flushed.chains.get('new_pre4')?.rules.length],
+    [1, 0],
+    "flush table ip empties only the ip table's chains",
+  );
+  t.equal(applyTransaction(ipGone, [del({ type: 'table' })]), undefined, 'no table left: undefined');
+  const counted = applyTransaction(m, [add({ type: 'counter', name: 'old' })])!;
+  t.same(
+    [...applyTransaction(counted, [del({ type: 'table', family: 'ip' })])!.counters],
+    ['old'],
+    "inet's counter stays",
+  );
+  t.same([...applyTransaction(counted, [del({ type: 'table' })])!.counters], [], 'and goes with inet');
+});
+
 t.test('expectedTable is what a fresh transaction leaves', async (t) => {
   const m = expectedTable(state(), withFlowtable)!;
   t.same([...m.flowtables.get('fastpath')!.devices], ['fhv0']);
   t.equal(m.maps.get('vips4')?.elements.size, 1);
   t.equal(m.sets.get('seen4')?.elements.size, 0, 'counting sets start empty');
+});
+
+t.test('a table laid out by an older flowhint (one inet table) is made again in one transaction', async (t) => {
+  // listing-one-table.json: the same state as rendered before issue 32, all in `inet flowhint`.
+  const old = parseListing(fixture('listing-one-table.json'), 'inet');
+  t.match(old.misplaced, [
+    'c4_',
+    'c4_',
+    'c6_',
+    'c6_',
+    'long4',
+    'long6',
+    's4_',
+    's4_',
+    's6_',
+    's6_',
+    'short4',
+    'short6',
+  ]);
+  t.notOk(old.misplaced?.includes('new_pre'), 'its NAT chains are just stale (no family in their names)');
+  const tx = fullTransaction(state(), withFlowtable, old);
+  t.same(
+    tx.slice(0, 6).map((op) => `${op.verb} ${op.obj.type === 'table' ? (op.obj.family ?? 'inet') : op.obj.type}`),
+    ['add inet', 'delete inet', 'add ip', 'delete ip', 'add ip6', 'delete ip6'],
+    'every table of ours deleted first (add before delete: never fails on a missing one)',
+  );
+  const after = applyTransaction(old, tx, { devices: new Set(['fhv0']) });
+  t.same(tableDiff(expectedTable(state(), withFlowtable), after), [], 'and then exactly what a fresh start makes');
+  t.notOk(
+    fullTransaction(state(), withFlowtable, tables(fixture('listing-flowtable.json'))).some(
+      (op) => op.obj.type === 'table' && op.verb === 'delete',
+    ),
+    'a table in the current layout is never deleted',
+  );
 });

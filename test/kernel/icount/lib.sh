@@ -119,7 +119,7 @@ many() {
 # default; the agent turns it on, because `ct packets` needs it, and that is part of its cost).
 reset_flowhint() {
   rm -f $DIR/*.yaml
-  nsx $NODE nft delete table inet flowhint 2> /dev/null
+  for f in inet ip ip6; do nsx $NODE nft delete table $f flowhint 2> /dev/null; done
   nsx $NODE nft delete table inet hand 2> /dev/null
   nsx $NODE sysctl -qw net.netfilter.nf_conntrack_acct=0 2> /dev/null
   nsx $NODE conntrack -F > /dev/null 2>&1

@@ -203,9 +203,15 @@ t.test(
     });
     t.ok(x.memoryLimitBytes, 'the manifest sets a memory limit');
     const c = runc(t, `fh-agent-${process.pid}`, x.spec);
+    // flowhint's three tables: inet (the forward path), ip and ip6 (each family's NAT chains).
     const table = () =>
-      spawnSync('ip', ['netns', 'exec', nsName, 'nft', 'list', 'table', 'inet', 'flowhint'], { encoding: 'utf8' })
-        .stdout;
+      ['inet', 'ip', 'ip6']
+        .map(
+          (f) =>
+            spawnSync('ip', ['netns', 'exec', nsName, 'nft', 'list', 'table', f, 'flowhint'], { encoding: 'utf8' })
+              .stdout,
+        )
+        .join('');
     const up = (ok: () => boolean) => () => {
       if ('code' in c.done) throw new Error(`the container exited (${c.done.code}): ${c.out()}`);
       return ok();

@@ -249,7 +249,11 @@ t.test('the agent, uid 0 with NET_ADMIN only, programs a network namespace with 
   t.match(r.stdout, /"ok":true/);
   const table = ns.sh('nft', 'list', 'table', 'inet', 'flowhint');
   t.match(table, /elements = \{ 10\.96\.44\.44 : goto v4_[0-9a-f]+ \}/, 'the Service address in the vips map');
-  t.match(table, /elements = \{ 10\.96\.44\.44 \. tcp \. 1935 \}/, 'its port marked LongLived');
+  t.match(
+    ns.sh('nft', 'list', 'table', 'ip', 'flowhint'),
+    /elements = \{ 10\.96\.44\.44 \. tcp \. 1935 \}/,
+    'its port marked LongLived (in the IPv4 table, with the NAT chains)',
+  );
   t.match(table, /meta l4proto tcp ct original proto-dst 1935 ct packets > 20 /, 'the default threshold');
   // buildah's chroot keeps /proc/sys read-only, so the agent's own `sysctl -w` fails here; the
   // kernel turns accounting on itself once a rule reads `ct packets`, and the agent says so.

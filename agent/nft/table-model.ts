@@ -121,10 +121,6 @@ function thaw(m: TableModel | undefined): Mutable {
   };
 }
 
-function freeze(m: Mutable): TableModel {
-  return m;
-}
-
 /** Everything of table `family` gone (`delete table`), the other tables untouched. */
 function dropTable(m: Mutable, family: TableFamily): void {
   m.tables.delete(family);
@@ -282,5 +278,5 @@ export function applyTransaction(
 ): TableModel | undefined {
   const m = thaw(table);
   for (const op of tx) applyOp(m, op, env);
-  return m.tables.size > 0 ? freeze(m) : undefined;
+  return m.tables.size > 0 ? m : undefined;
 }

@@ -43,11 +43,15 @@ sleep 3
 check "short-lived: the conntrack-timeout 2m entry is still there after 10 s" [ "$(entries udp 10.96.0.30 53)" -ge 1 ]
 
 # TCP: a closed connection's TIME_WAIT is cut short; an idle open one is never.
-check "short-lived: a short TCP exchange arrives whole" nsx $CLIENT node test/kernel/traffic.ts tcp-check 10.96.0.20 7000 1 20000
-check "short-lived: the same to the unhinted Service" nsx $CLIENT node test/kernel/traffic.ts tcp-check 10.96.0.40 7000 1 20000
+check "short-lived: a short TCP exchange to the unhinted Service arrives whole" nsx $CLIENT node test/kernel/traffic.ts tcp-check 10.96.0.40 7000 1 20000
+# The ShortLived one last, as for UDP: its 5 s are still running when it is read.
+check "short-lived: the same to the ShortLived Service" nsx $CLIENT node test/kernel/traffic.ts tcp-check 10.96.0.20 7000 1 20000
 sleep 1
+# Read once: on a loaded host (a VM beside others) the few seconds left can run out between
+# two reads, and an entry already gone has had at most 5 s (the unhinted one keeps ~120 s: 112).
+T=$(ttl tcp 10.96.0.20 7000)
 echo "# TCP after close: $(nsx $NODE conntrack -L -p tcp -d 10.96.0.20 --dport 7000 2>/dev/null | awk '{print $3, $4}' | head -2 | tr '\n' ' ')/ unhinted: $(nsx $NODE conntrack -L -p tcp -d 10.96.0.40 --dport 7000 2>/dev/null | awk '{print $3, $4}' | head -1)"
-check "short-lived: the closed ShortLived connection sits in its closing state with at most 5 s left" [ "$(ttl tcp 10.96.0.20 7000)" -le 5 ]
+check "short-lived: the closed ShortLived connection sits in its closing state with at most 5 s left (${T:-gone})" [ "${T:-0}" -le 5 ]
 sleep 6
 check "short-lived: and is gone within timeout + 2 s" [ "$(entries tcp 10.96.0.20 7000)" -eq 0 ]
 check "short-lived: the unhinted one is still in TIME_WAIT" [ "$(entries tcp 10.96.0.40 7000)" -ge 1 ]

@@ -23,6 +23,34 @@ export const MAP = { ip: 'vips4', ip6: 'vips6' } as const;
 export const SEEN = { ip: 'seen4', ip6: 'seen6' } as const;
 export const LONG_SET = { ip: 'long4', ip6: 'long6' } as const;
 export const SHORT_MAP = { ip: 'short4', ip6: 'short6' } as const;
+/** The objects of a family's own table (`ip` or `ip6`) that have fixed names. */
+const FAMILY_OBJECTS = new Map<string, 'ip' | 'ip6'>(
+  [NEW_PRE, NEW_OUT, LONG_SET, SHORT_MAP].flatMap((n) => [
+    [n.ip, 'ip'],
+    [n.ip6, 'ip6'],
+  ]),
+);
+/**
+ * The prefixes of the hashed names in a family's own table: the ShortLived chains
+ * (short-lived.ts shortChainName) and their timeouts (timeout-policy.ts timeoutObjectName).
+ */
+const FAMILY_PREFIXES = new Map<string, 'ip' | 'ip6'>([
+  ['s4_', 'ip'],
+  ['s6_', 'ip6'],
+  ['c4_', 'ip'],
+  ['c6_', 'ip6'],
+]);
+
+/**
+ * The table an object belongs in, by its name: an object's family is part of its name.
+ * `new_pre4`, `new_out4`, `long4`, `short4`, the ShortLived chains `s4_<hash>` and their
+ * timeouts `c4_<hash>` are the `ip` table's (6: `ip6`); everything else (the flowtable,
+ * `classify`, `hinted`, `vips4`, `seen4`, `v4_<hash>`, an old layout's names) `inet`'s.
+ */
+export function familyOfName(name: string): 'inet' | 'ip' | 'ip6' {
+  return FAMILY_OBJECTS.get(name) ?? FAMILY_PREFIXES.get(name.slice(0, 3)) ?? 'inet';
+}
+
 /** Before kube-proxy's DNAT (-100): the packet still carries the Service address and port. */
 export const NEW_PRIORITY = -110;
 /** The conntrack mark bit that says "a LongLived port": `--ct-mark-bit`. */

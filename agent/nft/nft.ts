@@ -6,12 +6,12 @@
 import { z } from 'zod';
 import type { Runner } from '../../lib/exec.ts';
 import { FlowhintError } from '../../lib/errors.ts';
+import { familyOfName } from './names.ts';
 import type { MapModel, SetModel, TableModel } from './table-model.ts';
 import {
   FAMILIES,
   FAMILY,
   TABLE,
-  familyOfName,
   toText,
   type Hook,
   type TableFamily,
@@ -258,16 +258,26 @@ export interface Nft {
   /** Validate a transaction in the kernel without committing it (`nft -c`), on `table` (default: ours). */
   check(transaction: Transaction, table?: string): Promise<CheckResult>;
   /**
-   * Our three tables as they are now (one model), or `undefined` if none exists; with
-   * `table`, that `inet` table only (the probes'). `families` narrows ours to those tables
-   * (one `nft` run each: a caller that needs only the flowtable or the counting sets reads `inet`).
+   * Our three tables as they are now (one model, one `nft` run each), or `undefined` if none
+   * exists; with `table`, that `inet` table only (the probes').
    */
-  read(table?: string, families?: readonly TableFamily[]): Promise<TableModel | undefined>;
+  read(table?: string): Promise<TableModel | undefined>;
+  /** Our `inet` table only (one `nft` run): for callers that need only the flowtable or the counting sets. */
+  readInet(): Promise<TableModel | undefined>;
   /** `nft list table` of our three, for people. */
   listText(): Promise<string | undefined>;
 }
 
 export function makeNft(run: Runner, nftBinary = 'nft'): Nft {
+  const listOne = async (family: TableFamily, table: string) => {
+    const r = await run([nftBinary, '-j', 'list', 'table', family, table]);
+    if (r.code !== 0) {
+      const failure = classifyNft(r.code, r.stderr);
+      if (failure === 'not-found') return undefined;
+      throw new NftError(failure, `cannot list table ${family} ${table}: ${r.stderr.trim()}`, r.stderr);
+    }
+    return parseListing(r.stdout, family);
+  };
   return {
     async apply(transaction, table) {
       if (transaction.length === 0) return;
@@ -281,20 +291,14 @@ export function makeNft(run: Runner, nftBinary = 'nft'): Nft {
       const r = await run([nftBinary, '-c', '-f', '-'], { stdin: toText(transaction, table) });
       return r.code === 0 ? { ok: true } : { ok: false, failure: classifyNft(r.code, r.stderr), stderr: r.stderr };
     },
-    async read(table = TABLE, families = FAMILIES) {
-      const one = async (family: TableFamily) => {
-        const r = await run([nftBinary, '-j', 'list', 'table', family, table]);
-        if (r.code !== 0) {
-          const failure = classifyNft(r.code, r.stderr);
-          if (failure === 'not-found') return undefined;
-          throw new NftError(failure, `cannot list table ${family} ${table}: ${r.stderr.trim()}`, r.stderr);
-        }
-        return parseListing(r.stdout, family);
-      };
-      if (table !== TABLE) return one(FAMILY);
+    async read(table = TABLE) {
+      if (table !== TABLE) return listOne(FAMILY, table);
       const models: Array<TableModel | undefined> = [];
-      for (const family of families) models.push(await one(family));
+      for (const family of FAMILIES) models.push(await listOne(family, table));
       return mergeModels(models);
+    },
+    async readInet() {
+      return listOne(FAMILY, TABLE);
     },
     async listText() {
       const texts: string[] = [];

@@ -154,7 +154,7 @@ export class Programmer {
     const before = applied.options.devices;
     // Before Linux 6.16 the kernel drops a deleted device from the flowtable by itself; from
     // 6.16 (hooks by interface name) it keeps the name until deleted: start from what it holds.
-    const inKernel = async () => (await nft.read(undefined, ['inet']))?.flowtables.get(FLOWTABLE)?.devices ?? before;
+    const inKernel = async () => (await nft.readInet())?.flowtables.get(FLOWTABLE)?.devices ?? before;
     let devices = wanted;
     // Without in-place device changes (before Linux 5.8), the flowtable is made again with them.
     const recreate = this.o.support.deviceUpdate === false;
@@ -246,9 +246,7 @@ export class Programmer {
     // A LongLived port removed: the flowtable is recreated with the devices it has now (the
     // kernel drops a deleted device by itself), which evicts the removed hint's flows.
     const evict = delta.removeLong.length > 0 && options.flowtable && shapeOf(target).long;
-    const inKernel = evict
-      ? (await this.o.nft.read(undefined, ['inet']))?.flowtables.get(FLOWTABLE)?.devices
-      : undefined;
+    const inKernel = evict ? (await this.o.nft.readInet())?.flowtables.get(FLOWTABLE)?.devices : undefined;
     const now = inKernel ? { ...options, devices: [...inKernel] } : options;
     if (!isEmptyDelta(delta)) await this.o.nft.apply(deltaTransaction(delta, now, evict ? target.chains : undefined));
     this.addedLong = delta.addLong;

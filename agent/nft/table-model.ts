@@ -20,7 +20,8 @@
  * different rule.
  */
 import type { Hook, Op, TableFamily, TimeoutSpec, Transaction } from './transaction.ts';
-import { familyOf, familyOfName, keyText } from './transaction.ts';
+import { familyOfName } from './names.ts';
+import { familyOf, keyText } from './transaction.ts';
 
 export interface ChainModel {
   readonly base?: Hook | undefined;

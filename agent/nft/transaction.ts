@@ -7,6 +7,7 @@
  * Every string here has been validated by render.ts (names are hashes or constants, rule
  * bodies are built from validated ports, protocols and thresholds); `toText` only joins.
  */
+import { familyOfName } from './names.ts';
 
 /** A base chain's hook: `type <type> hook <hook> priority <priority>; policy accept;`. */
 export interface Hook {
@@ -71,18 +72,6 @@ export type Transaction = readonly Op[];
 
 export const FAMILY = 'inet';
 export const TABLE = 'flowhint';
-
-/**
- * The table an object belongs in, by its name: an object's family is part of its name
- * (render.ts and names.ts make them so). `new_pre4`, `new_out4`, `long4`, `short4`, the
- * ShortLived chains `s4_<hash>` and their timeouts `c4_<hash>` are the `ip` table's (6: `ip6`);
- * everything else (the flowtable, `classify`, `hinted`, `vips4`, `seen4`, `v4_<hash>`) `inet`'s.
- */
-export function familyOfName(name: string): TableFamily {
-  const m = /^(?:new_pre|new_out|long|short)([46])$|^[sc]([46])_/.exec(name);
-  if (!m) return 'inet';
-  return (m[1] ?? m[2]) === '4' ? 'ip' : 'ip6';
-}
 
 /** The table an operation's object is in. */
 export function familyOf(o: Obj): TableFamily {

@@ -50,7 +50,7 @@ export class Observer {
   /** Everything, for the programmed state: returns offloaded connections per Service. */
   async refresh(applied: DesiredState, devices: readonly string[]): Promise<Map<string, number> | undefined> {
     const m = this.o.metrics;
-    const table = await this.o.nft.read(undefined, ['inet']).catch(() => undefined);
+    const table = await this.o.nft.readInet().catch(() => undefined);
     if (table) {
       m.offloadDecisions.reset();
       for (const e of applied.services.values()) {

@@ -11,6 +11,7 @@
  */
 import { NftError, classifyNft, type CheckResult, type Nft } from '../../agent/nft/nft.ts';
 import { applyTransaction, type TableModel } from '../../agent/nft/table-model.ts';
+import { familyOfName } from '../../agent/nft/names.ts';
 import { TABLE, toText, type Transaction } from '../../agent/nft/transaction.ts';
 import type { ExecResult, Runner } from '../../lib/exec.ts';
 
@@ -81,6 +82,22 @@ export class FakeNft implements Nft {
 
   async read(table?: string) {
     return table !== undefined && table !== TABLE ? this.others.get(table) : this.table;
+  }
+
+  /** The `inet` table's objects only, as one `nft list table inet flowhint` shows them. */
+  async readInet(): Promise<TableModel | undefined> {
+    const t = this.table;
+    if (!t?.tables.has('inet')) return undefined;
+    const inet = <V>(m: ReadonlyMap<string, V>) => new Map([...m].filter(([name]) => familyOfName(name) === 'inet'));
+    return {
+      ...t,
+      tables: new Set(['inet']),
+      flowtables: inet(t.flowtables),
+      chains: inet(t.chains),
+      maps: inet(t.maps),
+      sets: inet(t.sets),
+      ctTimeouts: inet(t.ctTimeouts),
+    };
   }
 
   /** Another table (the device probe's): the same semantics, not recorded in `transactions`. */

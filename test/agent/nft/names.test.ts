@@ -3,8 +3,10 @@
  * threshold, what decides the base chains and their rules; a different shape is a full sync.
  */
 import t from 'tap';
-import { sameShape, shapeOf } from '../../../agent/nft/names.ts';
-import { buildDesired } from '../../../agent/state/desired.ts';
+import { familyOfName, sameShape, shapeOf } from '../../../agent/nft/names.ts';
+import { buildDesired, chainName } from '../../../agent/state/desired.ts';
+import { shortChainName } from '../../../agent/state/short-lived.ts';
+import { KERNEL_TIMEOUTS, timeoutObjectName } from '../../../agent/state/timeout-policy.ts';
 import { entry } from '../../helpers/agent.ts';
 
 const state = (...specs: Parameters<typeof entry>[0][]) =>
@@ -77,3 +79,18 @@ t.test('sameShape: any difference, the floor and each family included', async (t
     ),
   );
 });
+
+t.test(
+  "familyOfName agrees with the names the state layer makes: each family's hashed objects in its table",
+  async (t) => {
+    for (const [family, table] of [
+      ['ip', 'ip'],
+      ['ip6', 'ip6'],
+    ] as const) {
+      const chain = shortChainName(family, 'tcp', 5);
+      t.equal(familyOfName(chain), table, `ShortLived chain ${chain}`);
+      t.equal(familyOfName(timeoutObjectName(chain, KERNEL_TIMEOUTS)), table, 'its ct timeout');
+      t.equal(familyOfName(chainName(family, [])), 'inet', 'an offload chain stays in inet');
+    }
+  },
+);

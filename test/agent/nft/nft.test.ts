@@ -42,10 +42,56 @@ t.test('read: a missing table is undefined; any other failure throws with its cl
   const err = await busy.read().catch((e: unknown) => e);
   t.ok(err instanceof NftError);
   t.match(err, { failure: 'busy', code: 'FH_NFT_FAILED' });
+  t.equal(
+    (err as Error).message,
+    'cannot list table inet flowhint: Error: Could not process rule: Device or resource busy',
+    'the table named, nft words trimmed',
+  );
   const none = makeNft(scripted(() => ({ code: 127, stderr: '' })).run);
   t.match(await none.apply([add({ type: 'table' })]).catch((e: unknown) => e), {
     failure: 'missing-binary',
     code: 'FH_NFT_MISSING',
+  });
+});
+
+t.test('read lists the three tables, readInet the inet one only; a probe table is inet', async (t) => {
+  const listed = (argv: readonly string[]) => argv.slice(3).join(' ');
+  const s = scripted((argv) => ({
+    stdout: JSON.stringify({ nftables: [{ table: { family: argv[4], name: argv[5], handle: 1 } }] }),
+  }));
+  const nft = makeNft(s.run);
+  t.same([...((await nft.read())?.tables ?? [])], ['inet', 'ip', 'ip6']);
+  t.same(
+    s.calls.map((c) => listed(c.argv)),
+    ['table inet flowhint', 'table ip flowhint', 'table ip6 flowhint'],
+  );
+  s.calls.length = 0;
+  t.same([...((await nft.readInet())?.tables ?? [])], ['inet']);
+  t.same(
+    s.calls.map((c) => listed(c.argv)),
+    ['table inet flowhint'],
+    'one nft run',
+  );
+  s.calls.length = 0;
+  await nft.read('flowhint_probe_devices');
+  t.same(
+    s.calls.map((c) => listed(c.argv)),
+    ['table inet flowhint_probe_devices'],
+  );
+});
+
+t.test("apply: nothing to do runs nothing; a failure says nft's first words, or its exit code", async (t) => {
+  const s = scripted((argv, stdin) =>
+    stdin.includes('quiet') ? { code: 2, stderr: '' } : { code: 1, stderr: '\n  \nError: first\nsecond\n' },
+  );
+  const nft = makeNft(s.run);
+  await nft.apply([]);
+  t.equal(s.calls.length, 0, 'an empty transaction never starts nft');
+  t.match(await nft.apply([add({ type: 'chain', name: 'loud' })]).catch((e: unknown) => e), {
+    message: 'nft transaction failed: Error: first',
+  });
+  t.match(await nft.apply([add({ type: 'chain', name: 'quiet' })]).catch((e: unknown) => e), {
+    message: 'nft transaction failed: exit 2',
   });
 });
 

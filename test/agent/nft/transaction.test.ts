@@ -1,6 +1,7 @@
 /** Each op as one line of `nft -f` input, written out here in nft's syntax. */
 import t from 'tap';
-import { add, del, familyOfName, flush, opText, toText } from '../../../agent/nft/transaction.ts';
+import { familyOfName } from '../../../agent/nft/names.ts';
+import { add, del, flush, opText, toText } from '../../../agent/nft/transaction.ts';
 
 t.test('chains: base chains with their hook and priority when added, by name otherwise', async (t) => {
   const base = (priority: number) => add({ type: 'chain', name: 'c', base: { hook: 'forward', priority } });

@@ -9,7 +9,7 @@ import { z } from 'zod';
 import { FlowhintNode, NODE_GROUP, NODE_PLURAL, NODE_VERSION } from '../api/index.ts';
 import { parseFlags } from '../lib/cli.ts';
 import { FlowhintError, errorMessage, httpStatus } from '../lib/errors.ts';
-import { deadline } from '../lib/kube-request.ts';
+import { deadline, metadataOnly } from '../lib/kube-request.ts';
 import { loadKubeConfig } from '../lib/kubeconfig.ts';
 import { flowhintVersion } from '../lib/version.ts';
 import { explain, formatExplanation } from './explanation.ts';
@@ -52,7 +52,11 @@ export function kubeExplainApi(kc: KubeConfig): ExplainApi {
     },
     async nodes() {
       try {
-        const list = await core.listNode({ labelSelector: AGENT_NODE_SELECTOR }, deadline(REQUEST_TIMEOUT_MS));
+        // Names only: metadata, not every Node's status (its images list is kilobytes per node).
+        const list = await core.listNode(
+          { labelSelector: AGENT_NODE_SELECTOR },
+          metadataOnly(deadline(REQUEST_TIMEOUT_MS)),
+        );
         return list.items.map((n) => n.metadata?.name ?? '').filter((n) => n !== '');
       } catch (err) {
         if (httpStatus(err) === 403) return 'forbidden';

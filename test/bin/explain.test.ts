@@ -57,6 +57,10 @@ t.test('every Node that should run the agent counts: one without an agent, a Win
   t.match(r.out, /^ {2}node-c: no-agent: no FlowhintNode/m);
   t.notMatch(r.out, /win-a/);
   t.match(r.out, /node-c: no agent has reported from there/);
+  // Names are all it reads: the list asks for metadata only, not every Node's status and images.
+  const lists = c.api.requests.filter((q) => q.method === 'GET' && q.path === '/api/v1/nodes');
+  t.equal(lists.length, 1);
+  t.match(lists[0]?.accept, /^application\/json;as=PartialObjectMetadataList;g=meta\.k8s\.io;v=v1,/);
 });
 
 t.test('Nodes refused (403): nodes with an agent are counted, and the permission named', async (t) => {

@@ -45,6 +45,8 @@ export interface RequestLog {
   method: string;
   path: string;
   query: Record<string, string>;
+  /** The request's Accept header ('' when absent). */
+  accept: string;
 }
 
 /** A handler for more paths: answers and returns true, or returns false. */
@@ -311,7 +313,7 @@ export class FakeApiServer {
   private handle(req: IncomingMessage, res: ServerResponse): void {
     const u = new URL(req.url ?? '/', 'http://x');
     const query = Object.fromEntries(u.searchParams);
-    this.requests.push({ method: req.method ?? '', path: u.pathname, query });
+    this.requests.push({ method: req.method ?? '', path: u.pathname, query, accept: req.headers.accept ?? '' });
     if (this.silent) {
       this.held.add(res);
       res.on('close', () => this.held.delete(res));

@@ -5,7 +5,9 @@
  * What it follows of the API:
  * - `GET /api/v1/nodes/NAME`, and `GET /api/v1/nodes` with an equality `labelSelector` (Nodes
  *   are labelled `kubernetes.io/os` as the kubelet labels them; `refuseNodeList` answers the
- *   list with that status, as RBAC's 403 does); nodes have a uid; deleting one deletes the FlowhintNodes whose
+ *   list with that status, as RBAC's 403 does; a client that asks first for
+ *   `as=PartialObjectMetadataList` gets the Nodes' metadata only, any other whole Nodes with a
+ *   status); nodes have a uid; deleting one deletes the FlowhintNodes whose
  *   owner reference names that uid, as the garbage collector does (at once, not later);
  * - the CRD's paths under `/apis/flowhint.dev/v1alpha1/flowhintnodes`: list, get, and PATCH
  *   with `application/apply-patch+yaml` (server-side apply) on the object and on its `status`
@@ -51,6 +53,13 @@ export interface ApplyLog {
 }
 
 const BASE = '/apis/flowhint.dev/v1alpha1/flowhintnodes';
+/** What a whole Node carries beside its metadata, most of it the images list (a stand-in, sized like a real one's). */
+const NODE_STATUS = {
+  images: Array.from({ length: 40 }, (_, i) => ({
+    names: [`registry.example/image-${i}@sha256:${'0'.repeat(64)}`, `registry.example/image-${i}:v1`],
+    sizeBytes: 1e8,
+  })),
+};
 const CRD = new URL('../../manifests/base/crd.yaml', import.meta.url);
 
 /** The CRD's openAPIV3Schema for `status`, compiled (as the API server validates writes). */
@@ -212,10 +221,20 @@ export class FakeFlowhintNodes {
         return true;
       }
       const selector = url.searchParams.get('labelSelector') ?? undefined;
-      const items = [...this.nodes.values()]
-        .filter((n) => matches({ metadata: { ...n.metadata, namespace: '' } }, selector))
-        .map((n) => ({ apiVersion: 'v1', kind: 'Node', ...structuredClone(n) }));
-      reply(res, 200, { apiVersion: 'v1', kind: 'NodeList', metadata: { resourceVersion: String(this.rv) }, items });
+      const found = [...this.nodes.values()].filter((n) =>
+        matches({ metadata: { ...n.metadata, namespace: '' } }, selector),
+      );
+      const metadata = { resourceVersion: String(this.rv) };
+      // As the API server does: metadata only when the client accepts it first (its first
+      // choice, as client-go's metadata client asks), else whole Nodes with their status.
+      if ((req.headers.accept ?? '').split(',')[0]?.includes('as=PartialObjectMetadataList')) {
+        const kind = { apiVersion: 'meta.k8s.io/v1', kind: 'PartialObjectMetadata' };
+        const items = found.map((n) => ({ ...kind, metadata: structuredClone(n.metadata) }));
+        reply(res, 200, { apiVersion: 'meta.k8s.io/v1', kind: 'PartialObjectMetadataList', metadata, items });
+        return true;
+      }
+      const items = found.map((n) => ({ apiVersion: 'v1', kind: 'Node', ...structuredClone(n), status: NODE_STATUS }));
+      reply(res, 200, { apiVersion: 'v1', kind: 'NodeList', metadata, items });
       return true;
     }
     if (!url.pathname.startsWith(BASE)) return false;

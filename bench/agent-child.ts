@@ -13,10 +13,9 @@ import { readFileSync } from 'node:fs';
 import { benchAgent } from './bench-agent.ts';
 import { measurePolls, type Reader } from './agent-conntrack.ts';
 import type { Cache } from './agent-api.ts';
+import { CHANGES, type SizeResult } from './agent-sizes.ts';
 // agent-api.ts loads @kubernetes/client-node: imported only where used, so the other children stay without it.
 const apiSeries = () => import('./agent-api.ts');
-
-export const CHANGES = Number(process.env.BENCH_CHANGES ?? 60);
 
 function service(i: number, threshold?: number) {
   const v4 = `10.${96 + Math.floor(i / 65536)}.${Math.floor(i / 256) % 256}.${i % 256}`;
@@ -51,16 +50,6 @@ function service(i: number, threshold?: number) {
 function pct(xs: number[], p: number): number {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)] as number;
-}
-
-export interface SizeResult {
-  size: number;
-  fullMs: number;
-  p50: number;
-  p99: number;
-  rssMiB: number;
-  /** Of which anonymous (RssAnon): RSS minus the node binary's and libraries' file-backed pages. */
-  anonMiB: number;
 }
 
 /** In the child, inside the namespace: program `size` Services, then change them one by one. */

@@ -16,7 +16,7 @@ import { APP_NODE, bundle } from '../build/bundle.ts';
 import { deployedEnv, round, writePage } from './lib.ts';
 import { conntrackMax, rounded, runTable, type PollResult, type Reader } from './agent-conntrack.ts';
 import { runApiSeries, storedBytes, type ApiResult, type Cache } from './agent-api.ts';
-import { CHANGES, type SizeResult } from './agent-child.ts';
+import { CHANGES, REPEATS, summarize, type SizeResult, type SizeSummary } from './agent-sizes.ts';
 
 const SIZES = (process.env.BENCH_SIZES ?? '100,1000,10000').split(',').map(Number);
 /** The conntrack series (`BENCH_CONNTRACK=0` skips it) and its Service counts. */
@@ -54,12 +54,12 @@ async function measuredChild(): Promise<string> {
 
 {
   const measured = await measuredChild();
-  const results: SizeResult[] = [];
+  const results: SizeSummary[] = [];
   for (const size of SIZES) {
-    const r = runSize(size, measured);
+    const r = summarize(Array.from({ length: REPEATS }, () => runSize(size, measured)));
     results.push(r);
     console.log(
-      `${String(size).padStart(6)} Services: full sync ${round(r.fullMs, 1)} ms; apply one: p50 ${round(r.p50, 1)} ms, p99 ${round(r.p99, 1)} ms (${CHANGES} changes); agent RSS ${round(r.rssMiB, 1)} MiB (anonymous ${round(r.anonMiB, 1)})`,
+      `${String(size).padStart(6)} Services, median of ${r.runs}: full sync ${round(r.fullMs, 1)} ms; apply one: p50 ${round(r.p50, 1)} ms, p99 ${round(r.p99, 1)} ms (${CHANGES} changes); agent RSS ${round(r.rssMiB, 1)} MiB (${round(r.rssMinMiB, 1)}–${round(r.rssMaxMiB, 1)}; anonymous ${round(r.anonMiB, 1)})`,
     );
   }
   const small = results[0]!;
@@ -124,17 +124,20 @@ async function measuredChild(): Promise<string> {
     scaling_ratio_10k_vs_100: round(big.p99 / small.p99, 2),
     full_sync_10k_ms: round(big.fullMs, 0),
     rss_mib_10k: round(big.rssMiB, 1),
+    rss_mib_10k_min: round(big.rssMinMiB, 1),
+    rss_mib_10k_max: round(big.rssMaxMiB, 1),
     rss_anon_mib_10k: round(big.anonMiB, 1),
     ...apiJson,
     ...ctJson,
   };
-  const cell = (f: (r: SizeResult) => string) => results.map(f);
+  const cell = (f: (r: SizeSummary) => string) => results.map(f);
   writePage(new URL('../docs/bench-agent.md', import.meta.url).pathname, {
     title: 'Agent benchmark',
     command: 'npm run bench:agent',
     method: [
       `The real agent in a scratch network namespace on this machine's kernel, with ${SIZES.join(', ')} hinted Services;`,
-      `${CHANGES} changed Services applied one at a time at each size. Targets at ${big.size}: apply one p99 ≤ 50 ms,`,
+      `${CHANGES} changed Services applied one at a time at each size; ${REPEATS} agents per size, each figure their median`,
+      `(RSS with its range: where a full sync's garbage lands moves it). Targets at ${big.size}: apply one p99 ≤ 50 ms,`,
       'full sync ≤ 2 s, RSS ≤ 120 MiB, p99 scaling vs the smallest size ≤ 1.5. Anchor: kube-proxy nftables mode, 141 ms to',
       'add one Service beside 10k. Each measured agent runs bench/agent.ts bundled as the image bundles flowhint',
       "(build/bundle.ts: one minified file per command, no type stripping), with the DaemonSet's NODE_OPTIONS.",
@@ -145,6 +148,7 @@ async function measuredChild(): Promise<string> {
       ['apply one changed Service, p99 (ms)', ...cell((r) => String(round(r.p99, 1)))],
       ['full sync (ms)', ...cell((r) => String(round(r.fullMs, 0)))],
       ['agent RSS (MiB)', ...cell((r) => String(round(r.rssMiB, 1)))],
+      ['its range (MiB)', ...cell((r) => `${round(r.rssMinMiB, 1)}–${round(r.rssMaxMiB, 1)}`)],
       ['of which anonymous (MiB)', ...cell((r) => String(round(r.anonMiB, 1)))],
     ],
     sections: [

@@ -9,6 +9,8 @@
  * So each size runs REPEATS children, and the report gives the median and the range.
  */
 
+import { median } from './lib.ts';
+
 /** Changed Services each child applies, one at a time, after its full sync. */
 export const CHANGES = Number(process.env.BENCH_CHANGES ?? 60);
 /** Children per size (`BENCH_REPEATS`). */
@@ -30,12 +32,6 @@ export interface SizeSummary extends SizeResult {
   runs: number;
   rssMinMiB: number;
   rssMaxMiB: number;
-}
-
-/** The median of a non-empty list (the lower middle for an even count). */
-export function median(xs: readonly number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor((s.length - 1) / 2)] as number;
 }
 
 export function summarize(runs: readonly SizeResult[]): SizeSummary {

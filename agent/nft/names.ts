@@ -7,6 +7,7 @@
  */
 import type { DesiredState } from '../state/desired.ts';
 import type { NodeTimeouts } from '../state/timeout-policy.ts';
+import type { TableFamily } from './transaction.ts';
 
 export const FLOWTABLE = 'fastpath';
 /** The forward base chain (one mark test per packet) and the chain it sends marked connections to. */
@@ -47,7 +48,7 @@ const FAMILY_PREFIXES = new Map<string, 'ip' | 'ip6'>([
  * timeouts `c4_<hash>` are the `ip` table's (6: `ip6`); everything else (the flowtable,
  * `classify`, `hinted`, `vips4`, `seen4`, `v4_<hash>`, an old layout's names) `inet`'s.
  */
-export function familyOfName(name: string): 'inet' | 'ip' | 'ip6' {
+export function familyOfName(name: string): TableFamily {
   return FAMILY_OBJECTS.get(name) ?? FAMILY_PREFIXES.get(name.slice(0, 3)) ?? 'inet';
 }
 
